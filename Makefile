@@ -1,0 +1,28 @@
+# The README's two commands: `make demo` (main job) and `make test` (the suite).
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+CT := $(VENV)/bin/capture-trainer
+OUT ?= runs/demo
+
+.PHONY: setup test demo bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+test: setup
+	$(PY) -m pytest
+
+demo: setup
+	$(CT) demo --out $(OUT)
+
+bench: setup
+	$(CT) bench all --json
+
+clean:
+	rm -rf $(VENV) runs build *.egg-info

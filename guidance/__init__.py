@@ -1,0 +1,1 @@
+"""guidance package."""

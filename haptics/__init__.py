@@ -1,0 +1,1 @@
+"""haptics package."""
