@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from trials.recorder import TrialRecorder, read_trial
+
+
+def test_rows_and_metadata_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "t.parquet"
+    recorder = TrialRecorder(path, ("t_s", "a_m"), ("fault",), {"seed": 3}, expected_rows=1500)
+    for k in range(2500):  # more than expected: the recorder grows
+        recorder.row[0] = k * 1e-3
+        recorder.row[1] = np.sin(k)
+        recorder.flags[0] = k % 7 == 0
+        recorder.append_row()
+    recorder.close(end_reason="time_limit")
+    table, meta = read_trial(path)
+    assert table.num_rows == 2500
+    np.testing.assert_array_equal(table["t_s"].to_numpy(), np.arange(2500) * 1e-3)
+    np.testing.assert_array_equal(table["a_m"].to_numpy(), np.sin(np.arange(2500)))
+    assert table["fault"].to_numpy().sum() == len(range(0, 2500, 7))
+    assert meta["complete"] is True and meta["seed"] == 3 and meta["end_reason"] == "time_limit"
+    assert meta["rows"] == 2500
+
+
+def test_file_is_readable_and_incomplete_before_close(tmp_path: Path) -> None:
+    path = tmp_path / "t.parquet"
+    recorder = TrialRecorder(path, ("t_s",), (), {}, expected_rows=10)
+    _, meta = read_trial(path)
+    assert meta["complete"] is False
+    recorder.abort("test")
+    _, meta = read_trial(path)
+    assert meta["complete"] is False and meta["end_reason"] == "test"
+
+
+CHILD = textwrap.dedent(
+    """
+    import sys, time
+    from trials.recorder import TrialRecorder
+    recorder = TrialRecorder(sys.argv[1], ("t_s",), ("engaged",), {}, expected_rows=20000)
+    start = time.perf_counter()
+    for k in range(20000):
+        while time.perf_counter() - start < k * 1e-3:   # paced at 1 kHz, like a trial
+            pass
+        recorder.row[0] = k * 1e-3
+        recorder.append_row()
+        if k % 100 == 0:
+            print(k, flush=True)
+    """
+)
+
+
+def test_sigkill_loses_at_most_the_last_second(tmp_path: Path) -> None:
+    path = tmp_path / "killed.parquet"
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(path)], stdout=subprocess.PIPE, text=True, env=env
+    )
+    assert child.stdout is not None
+    for line in child.stdout:  # the child's own progress: no sleeping here
+        if int(line) >= 3000:
+            break
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    table = pq.read_table(path)  # must be readable
+    times = table["t_s"].to_numpy()
+    assert times[-1] >= 3.0 - 1.0
+    np.testing.assert_array_equal(times, np.arange(len(times)) * 1e-3)
+    assert not (tmp_path / ".killed.parquet.tmp").exists() or table.num_rows > 0

@@ -1,0 +1,77 @@
+"""Clocks that drive the servo tick when the device does not own one.
+
+The tick is one function whatever drives it (ARCHITECTURE "One servo tick"): the
+OpenHaptics scheduler calls it from its 1 kHz callback (that backend provides its own
+``ServoClock``); :class:`PacedClock` calls it on a real-time 1 kHz schedule for the
+simulated and mouse devices when a person watches; :class:`HeadlessClock` calls it as
+fast as possible for headless trials and studies. Both record the achieved tick periods.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from haptics.device import Tick
+from haptics.timing import ServoTiming
+
+
+@dataclass
+class HeadlessClock:
+    """Calls the tick back to back, as fast as possible (simulated time only).
+
+    Attributes:
+        timing: wall-clock periods of the ticks, for throughput figures.
+    """
+
+    period_s: float = 1e-3
+    timing: ServoTiming = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.timing = ServoTiming(expected_period_s=self.period_s)
+
+    def run(self, tick: Tick, max_ticks: int) -> None:
+        """Call ``tick`` until it returns False or ``max_ticks`` ticks have run."""
+        mark = self.timing.mark
+        now = time.perf_counter
+        for _ in range(max_ticks):
+            mark(now())
+            if not tick():
+                break
+
+
+@dataclass
+class PacedClock:
+    """Calls the tick on absolute deadlines every ``period_s`` of wall-clock time.
+
+    It sleeps until shortly before each deadline and spins the last ``spin_s`` so that
+    the period jitter stays in the tens of microseconds; a late tick is not made up for
+    by a burst (the schedule restarts from now when more than ``max_lag_s`` behind), and
+    every overrun is counted in :attr:`timing`.
+    """
+
+    period_s: float = 1e-3
+    spin_s: float = 2e-4
+    max_lag_s: float = 5e-3
+    timing: ServoTiming = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.timing = ServoTiming(expected_period_s=self.period_s)
+
+    def run(self, tick: Tick, max_ticks: int) -> None:
+        """Call ``tick`` at 1/period_s Hz until it returns False or after ``max_ticks``."""
+        now = time.perf_counter
+        mark = self.timing.mark
+        deadline = now()
+        for _ in range(max_ticks):
+            remaining = deadline - now()
+            if remaining > self.spin_s:
+                time.sleep(remaining - self.spin_s)
+            while now() < deadline:
+                pass
+            mark(now())
+            if not tick():
+                break
+            deadline += self.period_s
+            if now() - deadline > self.max_lag_s:
+                deadline = now()
