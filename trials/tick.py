@@ -1,0 +1,322 @@
+"""The servo tick: one function, whatever clock drives it (ARCHITECTURE "One servo tick").
+
+    device.read() -> mapping.to_task -> slave.step (eq. 10 + eq. 6) -> arm.step
+    -> arm.measure -> target.state -> law.force (eq. 11 | APF | none)
+    -> renderer.render -> device.command_force (safety layer) -> recorder.append_row
+
+Every array the tick touches is allocated once in ``__init__``; the tick fills them in
+place and hands the recorder one preallocated row. When a stage raises, the tick sends
+zero force to the device, latches :attr:`ServoTick.fault` and re-raises, so the clock
+that drives it stops and the caller sees the error.
+
+Time: tick ``k`` advances the plant from ``t = k dt`` to ``t + dt``; what it records
+(plant read-outs, target, forces) is stamped ``t + dt``. The automatic condition (AS)
+commands the slave with the target at ``t``, as a controller with a current measurement.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from capture_trainer import trial_log
+from guidance.rendering import RenderedForce
+from guidance.state import GuidanceState
+
+#: Stage names, in tick order, for the per-stage timing of ``capture-trainer bench servo``.
+STAGES = ("device", "slave", "plant", "target", "guidance", "render", "command", "record")
+
+
+@dataclass
+class TickProfile:
+    """Per-stage wall times of the last ``capacity`` ticks [s] (benchmarks only)."""
+
+    capacity: int
+
+    def __post_init__(self) -> None:
+        self.stamps = np.zeros((self.capacity, len(STAGES) + 1))
+        self.count = 0
+
+
+class ServoTick:
+    """One servo period of a trial; call it once per period until it returns False.
+
+    Args:
+        dt_s: servo period [s].
+        max_ticks: the time limit in ticks.
+        device: a ``haptics.device.Device`` (None for the automatic condition).
+        mapping: a ``haptics.mapping.WorkspaceMapping`` (device <-> task frame).
+        slave: a ``robot.slave.SlaveController``.
+        arm: a ``robot.pybullet_arm.PyBulletArm`` (``step`` and ``measure``).
+        target: a ``scenarios.motion.TargetMotion``.
+        law: a ``guidance.law.GuidanceLaw`` (task frame).
+        renderer: a ``guidance.rendering.ForceRenderer`` (task -> device frame).
+        recorder: a ``trials.recorder.TrialRecorder`` with the ``trial_log`` columns.
+        target_radius_m: subtracted from the distance; reached when it is <= 0.
+        end_after_reach_s: the trial ends this long after the first reach.
+    """
+
+    def __init__(
+        self,
+        *,
+        dt_s: float,
+        max_ticks: int,
+        device: Any | None,
+        mapping: Any,
+        slave: Any,
+        arm: Any,
+        target: Any,
+        law: Any,
+        renderer: Any,
+        recorder: Any,
+        target_radius_m: float,
+        end_after_reach_s: float,
+    ) -> None:
+        self.dt_s = float(dt_s)
+        self.max_ticks = int(max_ticks)
+        self.device = device
+        self.mapping = mapping
+        self.slave = slave
+        self.arm = arm
+        self.target = target
+        self.law = law
+        self.renderer = renderer
+        self.recorder = recorder
+        self.radius_m = float(target_radius_m)
+        self.end_after_reach_s = float(end_after_reach_s)
+        self.k = 0
+        self.fault: BaseException | None = None
+        self.reached_at_s = math.nan
+        self.end_reason = "time_limit"
+        self.snapshot: Any | None = None
+        self.snapshot_every = 10
+        self.profile: TickProfile | None = None
+        self._last_publish_wall_s = 0.0
+        self._last_publish_k = 0
+        self._worst_period_s = 0.0
+        self._perceive = getattr(device, "perceive", None)
+        self._hand_force = getattr(device, "hand_force_n", None)
+        self._safety = getattr(device, "safety", None)
+        # preallocated signals
+        n = arm.n_joints
+        self.guidance_state = GuidanceState.for_joints(n)
+        self._t_next = np.zeros(1)
+        self._sigma = np.ones(1)
+        self._target_pos = np.zeros(3)
+        self._target_vel = np.zeros(3)
+        self._target_acc = np.zeros(3)
+        self._cmd_pos = np.zeros(3)
+        self._cmd_vel = np.zeros(3)
+        self._cmd_acc = np.zeros(3)
+        self._dev_pos = np.zeros(3)
+        self._dev_vel = np.zeros(3)
+        self._percept_target = np.zeros(3)
+        self._percept_target_v = np.zeros(3)
+        self._percept_ee = np.zeros(3)
+        self._percept_ee_v = np.zeros(3)
+        self._zero3 = np.zeros(3)
+        self._guide = np.zeros(3)
+        self._rendered = RenderedForce()
+        self._actuated = self._rendered.actuated_dev_n
+        measurement = arm.measure()
+        self._measurement = measurement
+        self._ee0 = measurement.ee_position_m.copy()
+        target.state(0.0, self._target_pos, self._target_vel, self._target_acc)
+        self._row_parts = (
+            self._t_next,
+            measurement.ee_position_m,
+            measurement.ee_velocity_m_s,
+            self._target_pos,
+            self._target_vel,
+            self._cmd_pos,
+            self._cmd_vel,
+            self._dev_pos,
+            self._dev_vel,
+            self._guide,
+            self._rendered.calculated_dev_n,
+            self._actuated,
+            measurement.base_torque_n_m,
+            measurement.base_attitude_rad,
+            measurement.base_angular_velocity_rad_s,
+            self._sigma,
+            measurement.q_rad,
+            measurement.qd_rad_s,
+        )
+        flags = recorder.flag_columns
+        self._flag_index = {name: flags.index(name) for name in trial_log.FLAGS}
+
+    # -------------------------------------------------------------------- the tick
+    def __call__(self) -> bool:
+        """Run one period; False once the trial is over (time limit or capture window)."""
+        if self.k >= self.max_ticks or self.fault is not None:
+            return False
+        try:
+            return self._tick()
+        except BaseException as error:
+            self.fault = error
+            self._zero_force()
+            raise
+
+    def _tick(self) -> bool:
+        profile = self.profile
+        clock = time.perf_counter
+        if profile is not None:
+            stamps = profile.stamps[profile.count % profile.capacity]
+            stamps[0] = clock()
+        dt = self.dt_s
+        t = self.k * dt
+        t_next = t + dt
+        device = self.device
+        cmd_pos, cmd_vel, cmd_acc = self._cmd_pos, self._cmd_vel, self._cmd_acc
+        # 1. device -> task frame (or the controller alone: the target at t)
+        if device is not None:
+            state = device.read()
+            self._dev_pos[:] = state.position_m
+            self._dev_vel[:] = state.velocity_m_s
+            self.mapping.to_task(state.position_m, state.velocity_m_s, cmd_pos, cmd_vel)
+        else:
+            cmd_pos[:] = self._target_pos
+            cmd_vel[:] = self._target_vel
+            cmd_acc[:] = self._target_acc
+        if profile is not None:
+            stamps[1] = clock()
+        # 2. slave-control path: eq. 10, reactionless IK (eq. 6), joint command to the arm
+        status = self.slave.step(t, cmd_pos, cmd_vel, cmd_acc)
+        if profile is not None:
+            stamps[2] = clock()
+        # 3. plant
+        self.arm.step()
+        m = self.arm.measure()
+        if profile is not None:
+            stamps[3] = clock()
+        # 4. target at t + dt
+        tp, tv, ta = self._target_pos, self._target_vel, self._target_acc
+        self.target.state(t_next, tp, tv, ta)
+        if profile is not None:
+            stamps[4] = clock()
+        # 5. guidance (task frame)
+        gs = self.guidance_state
+        gs.t_s = t_next
+        gs.ee_position_m[:] = m.ee_position_m
+        gs.ee_velocity_m_s[:] = m.ee_velocity_m_s
+        gs.target_position_m[:] = tp
+        gs.target_velocity_m_s[:] = tv
+        gs.target_acceleration_m_s2[:] = ta
+        gs.device_position_m[:] = self._dev_pos
+        gs.device_velocity_m_s[:] = self._dev_vel
+        gs.joint_position_rad[:] = m.q_rad
+        if self._hand_force is not None:
+            self.mapping.to_task_force(self._hand_force, gs.hand_force_n)
+        self._guide[:] = self.law.force(gs)
+        if profile is not None:
+            stamps[5] = clock()
+        # 6. rendering: task -> device frame, saturation, ramp, non-finite guard
+        rendered = self.renderer.render(self._guide, dt)
+        self._rendered.calculated_dev_n[:] = rendered.calculated_dev_n
+        if profile is not None:
+            stamps[6] = clock()
+        # 7. device: safety layer and force out; the simulated hand sees the scene
+        if device is not None:
+            self._actuated[:] = device.command_force(rendered.actuated_dev_n)
+            if self._perceive is not None:
+                mapping = self.mapping
+                mapping.to_device_position(tp, self._percept_target)
+                mapping.to_device_velocity(tv, self._percept_target_v)
+                mapping.to_device_position(m.ee_position_m, self._percept_ee)
+                mapping.to_device_velocity(m.ee_velocity_m_s, self._percept_ee_v)
+                self._perceive(
+                    t_next,
+                    self._percept_target,
+                    self._percept_target_v,
+                    self._percept_ee,
+                    self._percept_ee_v,
+                )
+        if profile is not None:
+            stamps[7] = clock()
+        # 8. record
+        self._t_next[0] = t_next
+        self._sigma[0] = status.sigma_ratio
+        recorder = self.recorder
+        np.concatenate(self._row_parts, out=recorder.row)
+        flags = recorder.flags
+        index = self._flag_index
+        safety = self._safety
+        flags[index[trial_log.FLAG_SATURATED]] = rendered.saturated or (
+            safety is not None and safety.saturated
+        )
+        flags[index[trial_log.FLAG_FAULT]] = (
+            rendered.fault or status.fault or (safety is not None and safety.fault)
+        )
+        flags[index[trial_log.FLAG_ENGAGED]] = safety is not None and safety.engaged
+        flags[index[trial_log.FLAG_WATCHDOG]] = safety is not None and safety.watchdog
+        flags[index[trial_log.FLAG_CLUTCH]] = self.mapping.clutched
+        flags[index[trial_log.FLAG_REPLAN]] = getattr(self.law, "replanned", False)
+        flags[index[trial_log.FLAG_SINGULAR]] = status.singular
+        flags[index[trial_log.FLAG_LIMITED]] = status.limited
+        recorder.append_row()
+        self.k += 1
+        if profile is not None:
+            stamps[8] = clock()
+            profile.count += 1
+        # 9. the end: capture window elapsed after the first reach, or the time limit
+        dx = m.ee_position_m[0] - tp[0]
+        dy = m.ee_position_m[1] - tp[1]
+        dz = m.ee_position_m[2] - tp[2]
+        if self.reached_at_s != self.reached_at_s and math.sqrt(dx * dx + dy * dy + dz * dz) - self.radius_m <= 0.0:
+            self.reached_at_s = t_next
+        if self.snapshot is not None and self.k % self.snapshot_every == 0:
+            self._publish(m)
+        if t_next >= self.reached_at_s + self.end_after_reach_s:
+            self.end_reason = "capture_window_done"
+            return False
+        return self.k < self.max_ticks
+
+    def _zero_force(self) -> None:
+        if self.device is not None:
+            try:
+                self.device.command_force(self._zero3)
+            except Exception:  # noqa: BLE001 - the original error is the one to report
+                pass
+
+    # -------------------------------------------------------------------- display
+    def _publish(self, m: Any) -> None:
+        snapshot = self.snapshot
+        values = snapshot.staging
+        field = snapshot.offsets
+        values[field["t_s"]] = self._t_next[0]
+        values[field["ee_position_m"]] = m.ee_position_m
+        values[field["ee_velocity_m_s"]] = m.ee_velocity_m_s
+        values[field["target_position_m"]] = self._target_pos
+        values[field["target_velocity_m_s"]] = self._target_vel
+        values[field["command_position_m"]] = self._cmd_pos
+        values[field["guidance_force_n"]] = self._guide
+        values[field["dev_force_calc_n"]] = self._rendered.calculated_dev_n
+        values[field["dev_force_act_n"]] = self._actuated
+        values[field["base_torque_n_m"]] = m.base_torque_n_m
+        values[field["base_attitude_rad"]] = m.base_attitude_rad
+        d = m.ee_position_m - self._target_pos
+        values[field["distance_m"]] = math.sqrt(float(d @ d)) - self.radius_m
+        flags = self.recorder.flags
+        bits = 0
+        for bit, name in enumerate(("engaged", "clutch", "saturated", "fault", "watchdog", "replan", "singular")):
+            if flags[self._flag_index[name]]:
+                bits |= 1 << bit
+        values[field["flags"]] = bits
+        values[field["phase"]] = 1
+        values[field["reached_at_s"]] = self.reached_at_s
+        values[field["links"]] = self.arm.link_positions_m().ravel()
+        now = time.perf_counter()
+        if self._last_publish_wall_s > 0.0:
+            rate = (self.k - self._last_publish_k) / max(now - self._last_publish_wall_s, 1e-9)
+            values[field["servo_rate_hz"]] = rate
+            period = 1.0 / max(rate, 1e-9)
+            self._worst_period_s = max(self._worst_period_s, period)
+            values[field["servo_worst_period_ms"]] = 1e3 * self._worst_period_s
+        self._last_publish_wall_s = now
+        self._last_publish_k = self.k
+        snapshot.publish()

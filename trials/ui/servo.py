@@ -1,0 +1,329 @@
+"""The servo process: runs trials at 1 kHz on its own clock while the window draws.
+
+Why a process: in one Python process the GIL makes a busy drawing thread delay a 1 kHz
+callback loop (down to about 150 Hz, issue 4). Here the window (main process) and the
+servo loop (a ``spawn``-ed child) share no interpreter:
+
+- **control** (window -> servo): a :class:`multiprocessing.Pipe` carries ``start``
+  (an :class:`AttemptSpec`) and ``quit``; a shared float array carries the *abort*
+  flag, which the servo checks every tick without a system call;
+- **state** (servo -> window): the trial's :class:`trials.snapshot.SharedSnapshot`
+  (created by the servo per attempt, attached by name by the window) and, in the same
+  shared float array, the live loop statistics (rate over the last 250 ticks, overruns,
+  worst period) written by a thin guard around the tick;
+- **results** (servo -> window): the Pipe carries ``started`` (snapshot name, joints,
+  target radius, model), ``finished`` (summary, metrics, servo timing) and ``error``.
+
+The child builds each trial with the runner's ``build_trial`` (or another factory named
+in :class:`ServoOptions`), so the trial file, its metadata and its tick are those of a
+headless trial.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import math
+import multiprocessing
+import sys
+import time
+from dataclasses import asdict, dataclass, field, fields
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from capture_trainer.errors import CaptureTrainerError, TrialError
+
+log = logging.getLogger(__name__)
+
+#: Indices of the shared control/statistics array.
+ABORT, TICKS, OVERRUNS, WORST_MS, RATE_HZ, RUNNING = range(6)
+_CONTROL_SIZE = 8
+#: Live statistics are refreshed every this many ticks.
+STATS_EVERY = 250
+#: A period longer than this [s] counts as an overrun (1.5 x 1 ms, as haptics.timing).
+OVERRUN_S = 1.5e-3
+RUNNER_FACTORY = "trials.runner:build_trial"
+#: The servo process's GIL switch interval [s] (Python's default is 5 ms).
+SWITCH_INTERVAL_S = 1e-4
+
+
+@dataclass(frozen=True)
+class ServoOptions:
+    """How the servo process builds trials (fixed for the process's life).
+
+    Attributes:
+        factory: ``module:function`` building a trial from ``(request, out_dir, **kw)``;
+            the module must also define ``TrialRequest``.
+        input_name: the window's :class:`trials.ui.shared_input.SharedInput` block; when
+            set, trials get ``device=SharedInputDevice(input_name)`` (``--device mouse``).
+        gui: open the PyBullet GUI (``--view pybullet``): passed as ``gui=True``.
+        snapshot_every: publish a snapshot every this many ticks.
+        metrics: compute the trial's metrics (``analysis.metrics``) after each attempt.
+    """
+
+    factory: str = RUNNER_FACTORY
+    input_name: str | None = None
+    gui: bool = False
+    snapshot_every: int = 10
+    metrics: bool = True
+
+
+@dataclass(frozen=True)
+class AttemptSpec:
+    """One attempt to run: the runner's ``TrialRequest`` fields plus where to write.
+
+    Attributes:
+        out_dir: directory of the trial file (``<out_dir>/<trial_id>.parquet``).
+        Other fields: as ``trials.runner.TrialRequest``; ``paced`` is always True here
+        (a person watches).
+    """
+
+    scenario: str
+    condition: str
+    participant: str
+    seed: int
+    out_dir: str
+    device: str = "simulated"
+    trial_id: str | None = None
+    participant_params: dict[str, Any] | None = None
+    repetition: int = 0
+    solver: str = "lse"
+
+
+@dataclass(frozen=True)
+class ServoStats:
+    """Live servo-loop statistics as the window shows them."""
+
+    ticks: int
+    rate_hz: float
+    overruns: int
+    worst_period_ms: float
+    running: bool
+
+
+@dataclass
+class ServoProcess:
+    """The window's handle on the servo child process.
+
+    Use as a context manager; :meth:`close` asks the child to quit and waits for it.
+    """
+
+    options: ServoOptions = field(default_factory=ServoOptions)
+
+    def __post_init__(self) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self._conn, child_conn = ctx.Pipe()
+        self.control = ctx.RawArray("d", _CONTROL_SIZE)
+        self.process = ctx.Process(
+            target=servo_main,
+            args=(child_conn, self.control, self.options),
+            name="capture-trainer-servo",
+            daemon=True,
+        )
+        self.process.start()
+        child_conn.close()
+
+    def __enter__(self) -> ServoProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start_attempt(self, spec: AttemptSpec) -> None:
+        """Ask the servo to build and run one attempt (answers come through :meth:`poll`)."""
+        self.control[ABORT] = 0.0
+        self._conn.send(("start", spec))
+
+    def abort(self) -> None:
+        """Stop the running attempt at the next tick (its file is kept, marked incomplete)."""
+        self.control[ABORT] = 1.0
+
+    def poll(self, timeout_s: float = 0.0) -> tuple[str, dict[str, Any]] | None:
+        """The next message from the servo, or None when none arrived within ``timeout_s``.
+
+        Raises:
+            TrialError: the servo process died.
+        """
+        try:
+            if self._conn.poll(timeout_s):
+                return self._conn.recv()
+        except (EOFError, OSError):
+            pass
+        else:
+            if self.process.is_alive():
+                return None
+        raise TrialError(f"the servo process stopped (exit code {self.process.exitcode})")
+
+    def stats(self) -> ServoStats:
+        """The live loop statistics (written by the servo every 250 ticks)."""
+        c = self.control
+        return ServoStats(
+            ticks=int(c[TICKS]),
+            rate_hz=float(c[RATE_HZ]),
+            overruns=int(c[OVERRUNS]),
+            worst_period_ms=float(c[WORST_MS]),
+            running=bool(c[RUNNING]),
+        )
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Abort any attempt, ask the child to quit, wait, and terminate it if it hangs."""
+        self.abort()
+        if self.process.is_alive():
+            try:
+                self._conn.send(("quit", None))
+            except (BrokenPipeError, OSError):
+                pass
+            self.process.join(timeout_s)
+        if self.process.is_alive():
+            log.warning("servo process did not quit within %.1f s; terminating it", timeout_s)
+            self.process.terminate()
+            self.process.join(timeout_s)
+        self._conn.close()
+
+
+def servo_main(conn: Connection, control: Any, options: ServoOptions) -> None:
+    """The child's loop: wait for a command, run the attempt, report; until ``quit``."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s servo: %(message)s")
+    # The recorder's flusher thread shares this interpreter: a short switch interval
+    # hands the GIL back to the servo thread within ~0.1 ms instead of the default 5 ms.
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
+    module_name, _, function_name = options.factory.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+        build = getattr(module, function_name)
+        request_type = module.TrialRequest
+    except (ImportError, AttributeError) as error:
+        conn.send(("error", {"message": f"cannot load the trial factory {options.factory}: {error}"}))
+        return
+    while True:
+        try:
+            command, payload = conn.recv()
+        except (EOFError, OSError):
+            return
+        if command == "quit":
+            return
+        if command == "start":
+            conn.send(_run_attempt(payload, build, request_type, control, options, conn))
+
+
+def _request(spec: AttemptSpec, request_type: Any) -> Any:
+    known = {f.name for f in fields(request_type)}
+    values = {k: v for k, v in asdict(spec).items() if k in known}
+    values["paced"] = True
+    return request_type(**values)
+
+
+def _run_attempt(
+    spec: AttemptSpec, build: Any, request_type: Any, control: Any, options: ServoOptions,
+    conn: Connection,
+) -> tuple[str, dict[str, Any]]:
+    from trials.snapshot import SharedSnapshot, SnapshotLayout
+
+    kwargs: dict[str, Any] = {}
+    if options.input_name is not None:
+        from trials.ui.shared_input import SharedInputDevice
+
+        kwargs["device"] = SharedInputDevice(options.input_name)
+    if options.gui:
+        kwargs["gui"] = True
+    try:
+        trial = build(_request(spec, request_type), Path(spec.out_dir), **kwargs)
+    except CaptureTrainerError as error:
+        return "error", {"message": str(error)}
+    except TypeError as error:
+        if kwargs:
+            return "error", {
+                "message": f"the trial runner does not accept {sorted(kwargs)} ({error}); "
+                "it needs build_trial(request, out_dir, device=..., gui=...)"
+            }
+        raise
+    snapshot = SharedSnapshot(SnapshotLayout(trial.n_joints))
+    try:
+        trial.attach_snapshot(snapshot, every_n_ticks=options.snapshot_every)
+        conn.send(("started", _describe(trial, snapshot, spec)))
+        tick = _guarded(trial.tick, control)
+        control[RUNNING] = 1.0
+        error: BaseException | None = None
+        try:
+            trial.clock.run(tick, trial.max_ticks)
+        except Exception as caught:  # noqa: BLE001 - reported to the window, file kept
+            error = caught
+            log.exception("attempt %s failed", spec.trial_id)
+        finally:
+            control[RUNNING] = 0.0
+        timing = trial.clock.timing.summary()
+        if error is not None:
+            summary = trial.abort(f"fault: {error!r}") or {}
+        elif control[ABORT] != 0.0:
+            summary = trial.abort("aborted") or {}
+        else:
+            summary = trial.finish()
+    finally:
+        snapshot.close()
+    summary = {"trial_id": spec.trial_id, **summary}
+    metrics = _metrics(summary.get("path")) if options.metrics and error is None else {}
+    status = "error" if error is not None else ("aborted" if control[ABORT] != 0.0 else "finished")
+    return "finished", {
+        "status": status,
+        "summary": summary,
+        "metrics": metrics,
+        "timing": timing,
+        "message": "" if error is None else repr(error),
+    }
+
+
+def _describe(trial: Any, snapshot: Any, spec: AttemptSpec) -> dict[str, Any]:
+    scenario = trial.scenario
+    return {
+        "snapshot": snapshot.name,
+        "n_joints": int(trial.n_joints),
+        "trial_id": spec.trial_id,
+        "condition": spec.condition,
+        "scenario": getattr(scenario, "name", spec.scenario),
+        "model": str(getattr(scenario, "model", "")),
+        "target_radius_m": float(getattr(scenario, "target_radius_m", 0.0)),
+        "duration_s": trial.max_ticks * 1e-3,
+    }
+
+
+def _metrics(path: str | None) -> dict[str, Any]:
+    if not path:
+        return {}
+    from analysis.metrics import trial_metrics
+
+    try:
+        return trial_metrics(path).as_dict()
+    except CaptureTrainerError as error:
+        log.warning("metrics of %s: %s", path, error)
+        return {}
+
+
+def _guarded(tick: Any, control: Any) -> Any:
+    """Wrap the tick: stop on the abort flag; keep the live statistics (allocation-free)."""
+    now = time.perf_counter
+    last = [math.nan, now(), 0.0, 0.0]  # previous tick, window start, overruns, worst period
+    count = [0]
+
+    def guarded() -> bool:
+        if control[ABORT] != 0.0:
+            return False
+        t = now()
+        period = t - last[0]
+        last[0] = t
+        if period > OVERRUN_S:
+            last[2] += 1.0
+        if period > last[3]:
+            last[3] = period
+        n = count[0] + 1
+        count[0] = n
+        if n % STATS_EVERY == 0:
+            control[RATE_HZ] = STATS_EVERY / (t - last[1])
+            last[1] = t
+            control[TICKS] = n
+            control[OVERRUNS] = last[2]
+            control[WORST_MS] = last[3] * 1e3
+        return tick()
+
+    control[TICKS] = control[OVERRUNS] = control[WORST_MS] = control[RATE_HZ] = 0.0
+    return guarded

@@ -1,0 +1,629 @@
+"""The trainer window: the trainee flow and the experimenter's protocol session (pygame).
+
+The window (this process) draws at display rate; every attempt runs in the servo
+process (:mod:`trials.ui.servo`) at 1 kHz on its own clock. Screens are small objects
+with ``event``/``update``/``draw``; the :class:`App` loop feeds them and switches
+between them:
+
+    trainee:       Name -> Menu -> Attempt -> ScoreCard -> Menu ...  (Progress from Menu)
+    experimenter:  Instruction -> Attempt -> Pause -> Instruction ... -> Done
+
+Keys: Esc aborts a running attempt (its file is kept, marked incomplete) or leaves a
+screen; closing the window at any time is safe (attempts already recorded stay in the
+database; the running one is marked ``interrupted`` the next time the trainer starts).
+
+With ``--device mouse`` the pointer over the task view moves the stylus in its x-y
+plane (the view's area spans the device workspace), the mouse wheel or W/S moves it in
+depth, the engage button is on at the start of an attempt and Space toggles it, and the
+right mouse button is the trainer button. Forces are drawn, not felt.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from capture_trainer.errors import CaptureTrainerError, TrialError
+from haptics.device import BUTTON_ENGAGE, BUTTON_TRAINER
+from trials.ui.servo import RUNNER_FACTORY, AttemptSpec, ServoOptions, ServoProcess, ServoStats
+
+log = logging.getLogger(__name__)
+
+WINDOW_SIZE = (1280, 760)
+#: The trainee flow's conditions: practise with dynamic guidance, test without guidance.
+PRACTISE, TEST = "dg", "ng"
+
+
+@dataclass(frozen=True)
+class WindowConfig:
+    """What the window runs with.
+
+    Attributes:
+        device: ``simulated`` (watch a simulated participant), ``mouse`` or ``openhaptics``.
+        participant_kind: the simulated operator's kind with ``device="simulated"``.
+        scenario: scenario of the trainee flow's attempts (built-in name or path).
+        out_dir: trainee flow: trial files go to ``out_dir/trials``; the database
+            defaults to ``out_dir/trainees.sqlite``.
+        db_path: the trainee database (None: the default above).
+        view: ``window`` (draw the scene here) or ``pybullet`` (the servo process also
+            opens PyBullet's GUI; needs a display).
+        factory: the trial factory the servo process uses.
+        size, fps: window size [px] and display rate [Hz].
+        trainee: skip the name screen with this name.
+        auto: run these conditions one after another without key presses (demos, tests).
+        stop_after_s: abort each automatic attempt after this much trial time [s].
+        screenshot: save the window to this PNG once an attempt reaches ``screenshot_at_s``.
+        quit_when_done: close the window after the automatic attempts.
+    """
+
+    device: str = "simulated"
+    participant_kind: str = "novice"
+    scenario: str = "paper-2019"
+    out_dir: Path = Path("runs/trainer")
+    db_path: Path | None = None
+    view: str = "window"
+    factory: str = RUNNER_FACTORY
+    size: tuple[int, int] = WINDOW_SIZE
+    fps: float = 60.0
+    trainee: str | None = None
+    auto: tuple[str, ...] = ()
+    stop_after_s: float | None = None
+    screenshot: Path | None = None
+    screenshot_at_s: float = 1.0
+    quit_when_done: bool = False
+
+    @property
+    def database(self) -> Path:
+        return self.db_path if self.db_path is not None else self.out_dir / "trainees.sqlite"
+
+
+@dataclass
+class AttemptResult:
+    """What the window learnt about one attempt."""
+
+    spec: AttemptSpec
+    status: str  # finished | aborted | error
+    summary: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    timing: dict[str, Any] = field(default_factory=dict)
+    message: str = ""
+    live_stats: ServoStats | None = None
+    frames_drawn: int = 0
+
+
+def check_display(view: str) -> None:
+    """Fail with a clear message when ``--view pybullet`` cannot open its window."""
+    if view != "pybullet":
+        return
+    if sys.platform.startswith("linux") and not (
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+    ):
+        raise CaptureTrainerError(
+            "--view pybullet opens PyBullet's OpenGL window in the servo process and needs a "
+            "display, but neither DISPLAY nor WAYLAND_DISPLAY is set; use the default "
+            "--view window, or run under a desktop session or xvfb-run"
+        )
+    if os.environ.get("SDL_VIDEODRIVER") == "dummy":
+        raise CaptureTrainerError("--view pybullet needs a real display, not SDL's dummy driver")
+
+
+def safe_id(text: str) -> str:
+    """``text`` made safe for a file name (letters, digits, ``-`` and ``_``)."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", text.strip()).strip("-") or "trainee"
+
+
+class App:
+    """The pygame application: window, fonts, servo process, pointer input, screens.
+
+    Args:
+        config: the window configuration.
+        title: window caption.
+    """
+
+    def __init__(self, config: WindowConfig, title: str) -> None:
+        check_display(config.view)
+        os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
+        import pygame
+
+        self.config = config
+        self.pygame = pygame
+        pygame.display.init()
+        pygame.font.init()
+        self.screen = pygame.display.set_mode(config.size)
+        pygame.display.set_caption(title)
+        self.fonts = {
+            "small": pygame.font.SysFont(None, 20),
+            "normal": pygame.font.SysFont(None, 26),
+            "large": pygame.font.SysFont(None, 40),
+        }
+        self.clock = pygame.time.Clock()
+        self.input = None
+        if config.device == "mouse":
+            from trials.ui.shared_input import SharedInput
+
+            self.input = SharedInput()
+        self.servo = ServoProcess(
+            ServoOptions(
+                factory=config.factory,
+                input_name=None if self.input is None else self.input.name,
+                gui=config.view == "pybullet",
+            )
+        )
+        self.results: list[AttemptResult] = []
+        self.screen_obj: Screen | None = None
+        self.running = True
+        self._screenshot_done = config.screenshot is None
+
+    def close(self) -> None:
+        self.servo.close()
+        if self.input is not None:
+            self.input.close()
+        self.pygame.display.quit()
+
+    def text(self, value: str, pos: tuple[int, int], font: str = "normal", colour: str = "text") -> None:
+        from trials.ui.scene import COLOURS
+
+        self.screen.blit(self.fonts[font].render(value, True, COLOURS[colour]), pos)
+
+    def switch(self, screen: Screen | None) -> None:
+        if self.screen_obj is not None:
+            self.screen_obj.leave()
+        self.screen_obj = screen
+        if screen is None:
+            self.running = False
+        else:
+            screen.enter()
+
+    def run(self, first: Screen) -> list[AttemptResult]:
+        """The display loop; returns the attempts' results when the window closes."""
+        pygame = self.pygame
+        self.switch(first)
+        try:
+            while self.running and self.screen_obj is not None:
+                for event in pygame.event.get():
+                    if event.type == pygame.QUIT:
+                        self.switch(None)
+                        break
+                    self.screen_obj.event(event)
+                if self.screen_obj is None:
+                    break
+                self.screen_obj.update()
+                if self.screen_obj is None:
+                    break
+                self.screen_obj.draw(self.screen)
+                pygame.display.flip()
+                self.clock.tick(self.config.fps)
+        finally:
+            if self.screen_obj is not None:
+                self.screen_obj.leave()
+                self.screen_obj = None
+            self.close()
+        return self.results
+
+    def maybe_screenshot(self, trial_time_s: float) -> None:
+        if not self._screenshot_done and trial_time_s >= self.config.screenshot_at_s:
+            path = Path(self.config.screenshot)  # type: ignore[arg-type]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.pygame.image.save(self.screen, str(path))
+            self._screenshot_done = True
+
+
+class Screen:
+    """One screen of the flow."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+
+    def enter(self) -> None: ...
+
+    def leave(self) -> None: ...
+
+    def event(self, event: Any) -> None: ...
+
+    def update(self) -> None: ...
+
+    def draw(self, surface: Any) -> None: ...
+
+    def key(self, event: Any) -> str | None:
+        pygame = self.app.pygame
+        if event.type == pygame.KEYDOWN:
+            return pygame.key.name(event.key)
+        return None
+
+
+class MessageScreen(Screen):
+    """Lines of text and a set of keys, each with an action."""
+
+    def __init__(self, app: App, title: str, lines: list[str],
+                 actions: dict[str, tuple[str, Callable[[], None]]]) -> None:
+        super().__init__(app)
+        self.title = title
+        self.lines = lines
+        self.actions = actions
+
+    def event(self, event: Any) -> None:
+        key = self.key(event)
+        if key in self.actions:
+            self.actions[key][1]()
+
+    def draw(self, surface: Any) -> None:
+        from trials.ui.scene import COLOURS
+
+        surface.fill(COLOURS["background"])
+        self.app.text(self.title, (60, 50), "large")
+        for i, line in enumerate(self.lines):
+            self.app.text(line, (60, 120 + 32 * i))
+        y = surface.get_height() - 60 - 32 * len(self.actions)
+        for key, (label, _) in self.actions.items():
+            self.app.text(f"[{key.upper()}]  {label}", (60, y), colour="command")
+            y += 32
+
+
+class NameScreen(Screen):
+    """Type a name, Enter to continue."""
+
+    def __init__(self, app: App, on_name: Callable[[str], None]) -> None:
+        super().__init__(app)
+        self.name = ""
+        self.on_name = on_name
+
+    def event(self, event: Any) -> None:
+        pygame = self.app.pygame
+        if event.type == pygame.TEXTINPUT:
+            self.name = (self.name + event.text)[:40]
+        elif event.type == pygame.KEYDOWN:
+            if event.key == pygame.K_BACKSPACE:
+                self.name = self.name[:-1]
+            elif event.key in (pygame.K_RETURN, pygame.K_KP_ENTER) and self.name.strip():
+                self.on_name(self.name.strip())
+            elif event.key == pygame.K_ESCAPE:
+                self.app.switch(None)
+
+    def draw(self, surface: Any) -> None:
+        from trials.ui.scene import COLOURS
+
+        surface.fill(COLOURS["background"])
+        self.app.text("Debris capture trainer", (60, 60), "large")
+        self.app.text("Your name, then Enter:", (60, 160))
+        caret = "_" if int(time.monotonic() * 2) % 2 else " "
+        self.app.text(self.name + caret, (60, 200), "large", "command")
+
+
+class AttemptScreen(Screen):
+    """One running attempt: start it, draw its snapshots, collect its result.
+
+    Args:
+        app: the application.
+        spec: the attempt.
+        header: the line shown under the task view.
+        on_start: called with the ``started`` message (the trial file's name is known).
+        on_done: called with the :class:`AttemptResult`.
+    """
+
+    def __init__(self, app: App, spec: AttemptSpec, header: str,
+                 on_start: Callable[[dict[str, Any]], None],
+                 on_done: Callable[[AttemptResult], None]) -> None:
+        super().__init__(app)
+        self.spec = spec
+        self.header = header
+        self.on_start = on_start
+        self.on_done = on_done
+        self.snapshot: Any = None
+        self.renderer: Any = None
+        self.info: Any = None
+        self.frame: Any = None
+        self.frames = 0
+        self.error = ""
+        self.engaged = True
+        self.depth_m = 0.0
+        self.finished = False
+
+    def enter(self) -> None:
+        self.app.servo.start_attempt(self.spec)
+
+    def leave(self) -> None:
+        if not self.finished:
+            self.app.servo.abort()
+        if self.snapshot is not None:
+            self.snapshot.close()
+            self.snapshot = None
+
+    def event(self, event: Any) -> None:
+        pygame = self.app.pygame
+        if event.type == pygame.KEYDOWN:
+            if event.key == pygame.K_ESCAPE:
+                self.app.servo.abort()
+            elif event.key == pygame.K_SPACE:
+                self.engaged = not self.engaged
+            elif event.key == pygame.K_w:
+                self.depth_m += 0.005
+            elif event.key == pygame.K_s:
+                self.depth_m -= 0.005
+        elif event.type == pygame.MOUSEWHEEL:
+            self.depth_m += 0.005 * event.y
+
+    def update(self) -> None:
+        message = self.app.servo.poll()
+        while message is not None:
+            kind, payload = message
+            if kind == "started":
+                self._started(payload)
+            elif kind == "finished":
+                self._finished(payload)
+                return
+            elif kind == "error":
+                self.error = payload.get("message", "unknown error")
+                self.finished = True
+                self.on_done(AttemptResult(self.spec, "error", message=self.error))
+                return
+            message = self.app.servo.poll()
+        if self.snapshot is not None:
+            from trials.ui.scene import Frame
+
+            frame = Frame.read(self.snapshot)
+            if frame is not None:
+                self.frame = frame
+            self._write_pointer()
+            limit = self.app.config.stop_after_s
+            if limit is not None and self.frame is not None and self.frame.t_s >= limit:
+                self.app.servo.abort()
+
+    def _started(self, payload: dict[str, Any]) -> None:
+        from trials.snapshot import SharedSnapshot, SnapshotLayout
+        from trials.ui.scene import AttemptInfo
+
+        self.snapshot = SharedSnapshot(SnapshotLayout(payload["n_joints"]), name=payload["snapshot"])
+        self.info = AttemptInfo(
+            model=payload["model"], n_joints=payload["n_joints"],
+            target_radius_m=payload["target_radius_m"], condition=payload["condition"],
+            scenario=payload["scenario"], duration_s=payload["duration_s"],
+        )
+        self.on_start(payload)
+
+    def _finished(self, payload: dict[str, Any]) -> None:
+        self.finished = True
+        result = AttemptResult(
+            spec=self.spec,
+            status=payload["status"],
+            summary=payload.get("summary", {}),
+            metrics=payload.get("metrics", {}),
+            timing=payload.get("timing", {}),
+            message=payload.get("message", ""),
+            live_stats=self.app.servo.stats(),
+            frames_drawn=self.frames,
+        )
+        self.app.results.append(result)
+        self.on_done(result)
+
+    def _write_pointer(self) -> None:
+        app = self.app
+        if app.input is None or self.renderer is None:
+            return
+        from trials.ui.shared_input import POINTER_SPEC
+
+        pygame = app.pygame
+        area = self.renderer.view_area
+        mx, my = pygame.mouse.get_pos()
+        fx = min(max((mx - area.x) / max(area.width, 1), 0.0), 1.0)
+        fy = min(max((my - area.y) / max(area.height, 1), 0.0), 1.0)
+        lo, hi = POINTER_SPEC.workspace_min_m, POINTER_SPEC.workspace_max_m
+        self.depth_m = min(max(self.depth_m, lo[2]), hi[2])
+        position = (lo[0] + fx * (hi[0] - lo[0]), hi[1] - fy * (hi[1] - lo[1]), self.depth_m)
+        buttons = (BUTTON_ENGAGE if self.engaged else 0) | (
+            BUTTON_TRAINER if pygame.mouse.get_pressed()[2] else 0
+        )
+        app.input.write(position, buttons)
+
+    def draw(self, surface: Any) -> None:
+        from trials.ui.scene import COLOURS, SceneRenderer
+
+        if self.frame is None or self.info is None:
+            surface.fill(COLOURS["background"])
+            status = self.error or "preparing the attempt (loading the arm and the scenario)..."
+            self.app.text(status, (60, 60), "normal", "bad" if self.error else "text")
+            return
+        if self.renderer is None:
+            self.renderer = SceneRenderer(self.app.config.size, self.info, self.frame, self.app.fonts)
+        hint = "Esc: abort" + ("   Space: engage on/off   wheel / W S: depth" if self.app.input else "")
+        if self.app.input is not None and not self.engaged:
+            hint += "   (DISENGAGED)"
+        fps = self.app.clock.get_fps()
+        self.renderer.draw(surface, self.frame, f"{self.header}    {hint}", self.app.servo.stats(), fps)
+        self.frames += 1
+        self.app.maybe_screenshot(self.frame.t_s)
+
+
+def participant_fields(device: str, person: str, kind: str) -> dict[str, Any]:
+    """The runner's participant fields for a person, or for a simulated operator.
+
+    With the simulated device the participant *is* the operator model, named by its
+    kind (as ``capture-trainer run --participant novice``); the person's or trainee's
+    name goes into ``participant_params["watched_by"]``.
+    """
+    if device == "simulated":
+        return {"participant": kind, "participant_params": {"kind": kind, "watched_by": person}}
+    return {"participant": person, "participant_params": None}
+
+
+# -- the trainee flow ----------------------------------------------------------------
+
+
+class TraineeFlow:
+    """Name, menu, practise (DG) / test (NG) attempts, score cards, progress."""
+
+    def __init__(self, app: App) -> None:
+        from trials.ui.trainee_db import TraineeDB
+
+        self.app = app
+        self.config = app.config
+        self.db = TraineeDB(self.config.database)
+        recovered = self.db.recover()
+        if recovered:
+            log.info("%d attempt(s) interrupted earlier are marked 'interrupted'", recovered)
+        self.trainee = ""
+        self.session_id = 0
+        self.attempt_id = 0
+        self.auto = list(self.config.auto)
+        self.count = 0
+
+    def first_screen(self) -> Screen:
+        if self.config.trainee:
+            self.begin(self.config.trainee)
+            return self.next_screen()
+        return NameScreen(self.app, lambda name: self.app.switch(self.begin(name) or self.next_screen()))
+
+    def begin(self, name: str) -> None:
+        self.trainee = name
+        self.session_id = self.db.start_session(name, self.config.device)
+
+    def close(self) -> None:
+        if self.session_id:
+            self.db.end_session(self.session_id)
+        self.db.close()
+
+    def next_screen(self) -> Screen:
+        if self.auto:
+            return self.attempt(self.auto.pop(0))
+        if self.config.auto and self.config.quit_when_done:
+            return _Quit(self.app)
+        return self.menu()
+
+    def menu(self) -> Screen:
+        scored = self.db.attempts(self.trainee, status="finished")
+        lines = [f"Trainee: {self.trainee}   device: {self.config.device}   "
+                 f"scenario: {self.config.scenario}",
+                 f"{len(scored)} finished attempts so far.",
+                 "",
+                 "Capture the debris softly: arrive at its own velocity (closing speed near 0).",
+                 "Practise with dynamic guidance, then test yourself without it."]
+        return MessageScreen(self.app, "Debris capture trainer", lines, {
+            "p": ("practise with guidance (DG)", lambda: self.app.switch(self.attempt(PRACTISE))),
+            "t": ("test without guidance (NG)", lambda: self.app.switch(self.attempt(TEST))),
+            "h": ("progress over sessions", lambda: self.app.switch(self.progress())),
+            "q": ("quit", lambda: self.app.switch(None)),
+        })
+
+    def attempt(self, condition: str) -> Screen:
+        self.count += 1
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        trial_id = f"{safe_id(self.trainee)}_{condition}_{stamp}_{self.count}"
+        seed = int(time.time() * 1e3) % 2**31
+        spec = AttemptSpec(
+            scenario=self.config.scenario, condition=condition, seed=seed,
+            out_dir=str(self.config.out_dir / "trials"), device=self.config.device,
+            trial_id=trial_id, **participant_fields(self.config.device, self.trainee,
+                                                    self.config.participant_kind),
+        )
+        label = {"dg": "practise with guidance", "ng": "test without guidance"}.get(condition, condition)
+        self.attempt_id = 0
+
+        def started(payload: dict[str, Any]) -> None:
+            path = Path(spec.out_dir) / f"{trial_id}.parquet"
+            self.attempt_id = self.db.start_attempt(
+                self.session_id, spec.scenario, condition, seed, trial_id, path)
+
+        return AttemptScreen(self.app, spec, f"{self.trainee}: {label}", started, self.done)
+
+    def done(self, result: AttemptResult) -> None:
+        if self.attempt_id:
+            self.db.finish_attempt(
+                self.attempt_id, result.status, result.metrics,
+                end_reason=result.summary.get("end_reason") or result.message or None,
+                trial_path=result.summary.get("path"),
+            )
+        self.app.switch(self.score_card(result))
+
+    def score_card(self, result: AttemptResult) -> Screen:
+        if self.auto or (self.config.auto and self.config.quit_when_done):
+            return _Deferred(self.app, self.next_screen)
+        return _ScoreScreen(self, result, self.attempt_id)
+
+    def progress(self) -> Screen:
+        return _ProgressScreen(self)
+
+
+class _Quit(Screen):
+    def enter(self) -> None:
+        self.app.running = False
+
+
+class _Deferred(Screen):
+    """Switch to the screen ``make()`` returns on the next update (not from inside a switch)."""
+
+    def __init__(self, app: App, make: Callable[[], Screen]) -> None:
+        super().__init__(app)
+        self.make = make
+
+    def update(self) -> None:
+        self.app.switch(self.make())
+
+
+class _ScoreScreen(Screen):
+    def __init__(self, flow: TraineeFlow, result: AttemptResult, attempt_id: int) -> None:
+        from trials.ui.cards import compare
+
+        super().__init__(flow.app)
+        self.flow = flow
+        self.result = result
+        earlier = flow.db.attempts(flow.trainee, condition=result.spec.condition,
+                                   status="finished", before_id=attempt_id or None)
+        scores = {k: float(v) for k, v in result.metrics.items()
+                  if isinstance(v, int | float) and not isinstance(v, bool)}
+        self.comparisons = compare(scores, earlier)
+
+    def event(self, event: Any) -> None:
+        key = self.key(event)
+        if key in ("return", "space", "escape"):
+            self.app.switch(self.flow.menu())
+        elif key == "h":
+            self.app.switch(self.flow.progress())
+
+    def draw(self, surface: Any) -> None:
+        from trials.ui.cards import draw_score_card
+
+        spec = self.result.spec
+        condition = {"dg": "practice with guidance", "ng": "test without guidance"}.get(
+            spec.condition, spec.condition)
+        reached = self.result.metrics.get("reached")
+        status = self.result.status + (f": {self.result.message}" if self.result.message else "")
+        draw_score_card(surface, self.app.fonts, f"{self.flow.trainee}: {condition}", status,
+                        None if reached is None else bool(reached), self.comparisons,
+                        "Enter: back to the menu    H: progress")
+
+
+class _ProgressScreen(Screen):
+    def __init__(self, flow: TraineeFlow) -> None:
+        super().__init__(flow.app)
+        self.flow = flow
+        self.attempts = flow.db.attempts(flow.trainee)
+
+    def event(self, event: Any) -> None:
+        if self.key(event) in ("return", "space", "escape", "h"):
+            self.app.switch(self.flow.menu())
+
+    def draw(self, surface: Any) -> None:
+        from trials.ui.cards import draw_progress
+
+        draw_progress(surface, self.app.fonts, self.flow.trainee, self.attempts,
+                      "Enter: back to the menu")
+
+
+def run_trainer(config: WindowConfig) -> list[AttemptResult]:
+    """Open the trainer window (``capture-trainer train``); returns the attempts' results."""
+    if config.auto and config.trainee is None:
+        config = replace(config, trainee="auto")
+    app = App(config, "capture-trainer: trainer")
+    flow = TraineeFlow(app)
+    try:
+        return app.run(flow.first_screen())
+    finally:
+        flow.close()
+
