@@ -82,6 +82,9 @@ class TrialRecorder:
         self._write_lock = threading.Lock()
         self._flush_error: BaseException | None = None
         self._closed = False
+        # pyarrow imports pandas the first time it converts a numpy array (tens of MB and
+        # a long hold of the GIL): do it now rather than in the first flush mid-trial.
+        pa.chunked_array([self._floats[0][0, :1]])
         self._write(final=False)
         self._thread = threading.Thread(target=self._flusher, name="trial-flusher", daemon=True)
         self._thread.start()
@@ -94,11 +97,15 @@ class TrialRecorder:
         """Index of a flag column in :attr:`flags`."""
         return self.flag_columns.index(name)
 
+    # Chunks are column-major (one contiguous second of each signal) so that a flush
+    # hands Arrow zero-copy column buffers instead of copying the whole trial.
+    # np.full writes every page now (np.zeros would leave them to be faulted in by
+    # the tick), so the memory is committed before the first tick.
     def _new_float_chunk(self) -> NDArray[np.float64]:
-        return np.zeros((CHUNK_ROWS, len(self.float_columns)))
+        return np.full((len(self.float_columns), CHUNK_ROWS), 0.0)
 
     def _new_flag_chunk(self) -> NDArray[np.bool_]:
-        return np.zeros((CHUNK_ROWS, len(self.flag_columns)), dtype=bool)
+        return np.full((len(self.flag_columns), CHUNK_ROWS), False)
 
     def append_row(self) -> None:
         """Copy :attr:`row` and :attr:`flags` into the next row. Allocation-free on the tick.
@@ -109,8 +116,8 @@ class TrialRecorder:
         chunk, offset = divmod(self.rows, CHUNK_ROWS)
         if chunk >= len(self._floats):  # the flusher fell behind: allocate here, rarely
             self._grow()
-        self._floats[chunk][offset] = self.row
-        self._flags[chunk][offset] = self.flags
+        self._floats[chunk][:, offset] = self.row
+        self._flags[chunk][:, offset] = self.flags
         self.rows += 1
         if offset == CHUNK_ROWS - 1 or self.rows - max(self._flushed_rows, 0) >= self._flush_rows:
             self._wake.set()
@@ -119,12 +126,23 @@ class TrialRecorder:
         self._floats.append(self._new_float_chunk())
         self._flags.append(self._new_flag_chunk())
 
+    def _columns(self, chunks: list[NDArray[Any]], rows: int, column: int, kind: pa.DataType) -> pa.ChunkedArray:
+        pieces = []
+        for start in range(0, rows, CHUNK_ROWS):
+            pieces.append(chunks[start // CHUNK_ROWS][column, : min(CHUNK_ROWS, rows - start)])
+        return pa.chunked_array(pieces, type=kind)
+
     def _table(self, rows: int) -> pa.Table:
-        n_chunks = -(-rows // CHUNK_ROWS)
-        floats = np.concatenate(self._floats[:n_chunks])[:rows] if rows else self._floats[0][:0]
-        flags = np.concatenate(self._flags[:n_chunks])[:rows] if rows else self._flags[0][:0]
-        arrays: dict[str, Any] = {name: floats[:, i] for i, name in enumerate(self.float_columns)}
-        arrays.update({name: flags[:, i] for i, name in enumerate(self.flag_columns)})
+        arrays: dict[str, Any] = {
+            name: self._columns(self._floats, rows, i, pa.float64())
+            for i, name in enumerate(self.float_columns)
+        }
+        arrays.update(
+            {
+                name: self._columns(self._flags, rows, i, pa.bool_())
+                for i, name in enumerate(self.flag_columns)
+            }
+        )
         table = pa.table(arrays)
         meta = dict(self.metadata)
         meta["rows"] = rows

@@ -57,6 +57,9 @@ class TrialRequest:
         repetition: repetition index recorded with the trial.
         gui: show the PyBullet GUI (needs a display).
         device_options: extra keyword arguments for the device backend.
+        time_limit_s: overrides the scenario's time limit [s].
+        end_on_capture: end the trial once the post-capture window after the first
+            reach has been recorded (otherwise run to the time limit).
     """
 
     scenario: str = "paper-2019"
@@ -71,6 +74,8 @@ class TrialRequest:
     repetition: int = 0
     gui: bool = False
     device_options: dict[str, Any] = field(default_factory=dict)
+    time_limit_s: float | None = None
+    end_on_capture: bool = True
 
     def resolved_trial_id(self, scenario_name: str) -> str:
         if self.trial_id:
@@ -157,7 +162,7 @@ def _impact_velocity(recorder: TrialRecorder, reached_at_s: float) -> float:
     """Relative speed at the first reach, read back from the row buffers (for progress)."""
     row = round(reached_at_s / DT_S) - 1
     chunk, offset = divmod(row, 1000)
-    values = recorder._floats[chunk][offset]  # noqa: SLF001 - same package
+    values = recorder._floats[chunk][:, offset]  # noqa: SLF001 - same package
     ee_v = [values[recorder.column_index(c)] for c in trial_log.EE_VELOCITY]
     tg_v = [values[recorder.column_index(c)] for c in trial_log.TARGET_VELOCITY]
     return float(np.linalg.norm(np.subtract(ee_v, tg_v)))
@@ -250,7 +255,10 @@ def build_trial(request: TrialRequest, out_dir: str | Path) -> Trial:
             ramp_time_s=rendering.ramp_time_s,
             max_rate_n_s=rendering.max_rate_n_s,
         )
-        max_ticks = int(round(scenario.capture.time_limit_s / DT_S))
+        time_limit_s = request.time_limit_s or scenario.capture.time_limit_s
+        if not (time_limit_s > 0.0 and math.isfinite(time_limit_s)):
+            raise TrialError(f"the time limit must be a positive number of seconds, got {time_limit_s}")
+        max_ticks = int(round(time_limit_s / DT_S))
         trial_id = request.resolved_trial_id(scenario.name)
         out = Path(out_dir)
         participant = _participant_metadata(request, automatic)
@@ -297,7 +305,11 @@ def build_trial(request: TrialRequest, out_dir: str | Path) -> Trial:
             renderer=renderer,
             recorder=recorder,
             target_radius_m=scenario.target.radius_m,
-            end_after_reach_s=scenario.capture.post_capture_window_s + HOLD_AFTER_WINDOW_S,
+            end_after_reach_s=(
+                scenario.capture.post_capture_window_s + HOLD_AFTER_WINDOW_S
+                if request.end_on_capture
+                else math.inf
+            ),
         )
         clock = _make_clock(request, device)
     except BaseException:

@@ -75,9 +75,9 @@ class Frame:
 
     @classmethod
     def read(cls, snapshot: SharedSnapshot) -> Frame | None:
-        """Copy the snapshot's current block; None when no consistent copy was possible."""
+        """Copy the snapshot's current block; None before the first publish or when busy."""
         values = snapshot.read()
-        if values is None:
+        if values is None or values[0] < 2.0:  # busy, or nothing published yet
             return None
 
         def vec(name: str) -> NDArray[np.float64]:
@@ -229,7 +229,10 @@ class SceneRenderer:
         self.view_area = pygame.Rect(0, 0, width - self.PANEL_W, height)
         self.panel = pygame.Rect(width - self.PANEL_W, 0, self.PANEL_W, height)
         path_end = first.target_m + first.target_v_m_s * min(PATH_HORIZON_S, info.duration_s)
-        points = np.vstack([first.links_m, first.target_m, path_end, first.ee_m])
+        half = self._base_half(first)
+        base = first.links_m[0]
+        points = np.vstack([first.links_m, first.target_m, path_end, first.ee_m,
+                            base - half, base + half])
         if info.spatial:
             top = pygame.Rect(0, 0, self.view_area.width, height // 2).inflate(-16, -40)
             side = pygame.Rect(0, height // 2, self.view_area.width, height // 2).inflate(-16, -40)
@@ -242,8 +245,8 @@ class SceneRenderer:
             area = self.view_area.inflate(-24, -60)
             self.views = [("top view (x-y)", Projection(area, (0, 1), points))]
         self.trail: deque[NDArray[np.float64]] = deque(maxlen=240)
-        self.base_half_m = self._base_half(first)
-        self.force_rect = pygame.Rect(self.panel.x + 20, 250, self.PANEL_W - 40, 170)
+        self.base_half_m = half
+        self.force_rect = pygame.Rect(self.panel.x + 20, 275, self.PANEL_W - 40, 170)
 
     @staticmethod
     def _base_half(frame: Frame) -> float:
@@ -303,10 +306,11 @@ class SceneRenderer:
         _dashed(surface, COLOURS["path"], start, end)
         if len(self.trail) > 1:
             pygame.draw.lines(surface, COLOURS["trail"], False, [view(p) for p in self.trail], 2)
-        points = [view(p) for p in frame.links_m]
+        # links_m[0] is the base's centre (drawn as the base); the arm starts at joint 1.
+        points = [view(p) for p in frame.links_m[1:]]
         if len(points) > 1:
             pygame.draw.lines(surface, COLOURS["arm"], False, points, 9)
-        for point in points[1:-1]:
+        for point in points[:-1]:
             pygame.draw.circle(surface, COLOURS["joint"], point, 6)
         radius_px = max(7, int(self.info.target_radius_m * view.px_per_m))
         pygame.draw.circle(surface, COLOURS["target"], start, radius_px)
@@ -344,13 +348,13 @@ class SceneRenderer:
         pygame.draw.rect(surface, COLOURS["panel"], self.panel)
         x = self.panel.x + 20
         width = self.PANEL_W - 40
-        self.text(surface, f"{self.info.condition.upper()}  {self.info.scenario}", (x, 40), "large")
-        self.text(surface, f"t = {frame.t_s:5.2f} s / {self.info.duration_s:.0f} s", (x, 78), "normal")
-        self._velocity_gauge(surface, frame, pygame.Rect(x, 110, width, 34))
-        self._distance(surface, frame, pygame.Rect(x, 170, width, 20))
+        self.text(surface, f"{self.info.condition.upper()}  {self.info.scenario}", (x, 24), "large")
+        self.text(surface, f"t = {frame.t_s:5.2f} s / {self.info.duration_s:.0f} s", (x, 62), "normal")
+        self._velocity_gauge(surface, frame, pygame.Rect(x, 130, width, 34))
+        self._distance(surface, frame, pygame.Rect(x, 210, width, 20))
         self._forces(surface, frame)
-        self._base_gauge(surface, frame, pygame.Rect(x, 450, width, 16))
-        self._legend(surface, (x, 520))
+        self._base_gauge(surface, frame, pygame.Rect(x, 485, width, 16))
+        self._legend(surface, (x, 540))
 
     def _velocity_gauge(self, surface: Any, frame: Frame, rect: Any) -> None:
         import pygame
@@ -431,7 +435,7 @@ class SceneRenderer:
 
     def _servo_corner(self, surface: Any, stats: Any, fps: float) -> None:
         ok = stats.rate_hz >= 990.0
-        label = (f"servo {stats.rate_hz:6.1f} Hz  overruns {stats.overruns}  "
-                 f"worst {stats.worst_period_ms:4.1f} ms  |  display {fps:4.1f} fps")
-        self.text(surface, label, (self.panel.x + 8, surface.get_height() - 22),
-                  colour="good" if ok else "warn")
+        x, y = self.panel.x + 20, surface.get_height() - 46
+        self.text(surface, f"servo {stats.rate_hz:6.1f} Hz   overruns {stats.overruns}   "
+                  f"worst {stats.worst_period_ms:4.1f} ms", (x, y), colour="good" if ok else "warn")
+        self.text(surface, f"display {fps:4.1f} fps", (x, y + 20), colour="dim")

@@ -25,7 +25,9 @@ import importlib
 import logging
 import math
 import multiprocessing
+import os
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field, fields
 from multiprocessing.connection import Connection
@@ -46,6 +48,12 @@ OVERRUN_S = 1.5e-3
 RUNNER_FACTORY = "trials.runner:build_trial"
 #: The servo process's GIL switch interval [s] (Python's default is 5 ms).
 SWITCH_INTERVAL_S = 1e-4
+#: Ticks of the throw-away warm-up trial run before a scenario's first attempt.
+WARM_UP_TICKS = 20
+#: SCHED_FIFO priority of the servo process (1..99; low, above every normal process).
+REALTIME_PRIORITY = 10
+#: The nice increment tried when real-time scheduling is not permitted.
+HIGH_NICE = -10
 
 
 @dataclass(frozen=True)
@@ -53,13 +61,16 @@ class ServoOptions:
     """How the servo process builds trials (fixed for the process's life).
 
     Attributes:
-        factory: ``module:function`` building a trial from ``(request, out_dir, **kw)``;
+        factory: ``module:function`` building a trial from ``(request, out_dir)``;
             the module must also define ``TrialRequest``.
         input_name: the window's :class:`trials.ui.shared_input.SharedInput` block; when
-            set, trials get ``device=SharedInputDevice(input_name)`` (``--device mouse``).
-        gui: open the PyBullet GUI (``--view pybullet``): passed as ``gui=True``.
+            set, ``--device mouse`` requests carry ``device_options={"input_name": ...}``
+            (the runner then builds a :class:`~trials.ui.shared_input.SharedInputDevice`).
+        gui: open the PyBullet GUI (``--view pybullet``): requests carry ``gui=True``.
         snapshot_every: publish a snapshot every this many ticks.
         metrics: compute the trial's metrics (``analysis.metrics``) after each attempt.
+        priority: ``realtime`` (try SCHED_FIFO, else ``high``), ``high`` (try nice -10)
+            or ``normal``; see :func:`raise_priority`.
     """
 
     factory: str = RUNNER_FACTORY
@@ -67,6 +78,7 @@ class ServoOptions:
     gui: bool = False
     snapshot_every: int = 10
     metrics: bool = True
+    priority: str = "realtime"
 
 
 @dataclass(frozen=True)
@@ -75,6 +87,8 @@ class AttemptSpec:
 
     Attributes:
         out_dir: directory of the trial file (``<out_dir>/<trial_id>.parquet``).
+        metadata: entries added to the trial file's metadata after the build (e.g. the
+            study's ``participant`` and ``study`` entries, as ``run_trial_spec`` does).
         Other fields: as ``trials.runner.TrialRequest``; ``paced`` is always True here
         (a person watches).
     """
@@ -89,6 +103,9 @@ class AttemptSpec:
     participant_params: dict[str, Any] | None = None
     repetition: int = 0
     solver: str = "lse"
+    metadata: dict[str, Any] | None = None
+    time_limit_s: float | None = None
+    end_on_capture: bool = True
 
 
 @dataclass(frozen=True)
@@ -188,6 +205,7 @@ def servo_main(conn: Connection, control: Any, options: ServoOptions) -> None:
     # The recorder's flusher thread shares this interpreter: a short switch interval
     # hands the GIL back to the servo thread within ~0.1 ms instead of the default 5 ms.
     sys.setswitchinterval(SWITCH_INTERVAL_S)
+    priority = raise_priority(options.priority)
     module_name, _, function_name = options.factory.partition(":")
     try:
         module = importlib.import_module(module_name)
@@ -196,6 +214,7 @@ def servo_main(conn: Connection, control: Any, options: ServoOptions) -> None:
     except (ImportError, AttributeError) as error:
         conn.send(("error", {"message": f"cannot load the trial factory {options.factory}: {error}"}))
         return
+    warmed: set[str] = set()
     while True:
         try:
             command, payload = conn.recv()
@@ -204,44 +223,93 @@ def servo_main(conn: Connection, control: Any, options: ServoOptions) -> None:
         if command == "quit":
             return
         if command == "start":
-            conn.send(_run_attempt(payload, build, request_type, control, options, conn))
+            if payload.scenario not in warmed:
+                warm_up(build, request_type, payload.scenario, payload.condition)
+                warmed.add(payload.scenario)
+            conn.send(_run_attempt(payload, build, request_type, control, options, conn, priority))
 
 
-def _request(spec: AttemptSpec, request_type: Any) -> Any:
+def warm_up(build: Any, request_type: Any, scenario: str, condition: str) -> None:
+    """Run a throw-away headless trial of ``scenario`` for :data:`WARM_UP_TICKS` ticks.
+
+    The first tick of a fresh process loads the JIT-compiled kernels (tens of
+    milliseconds); doing that here, before the person's attempt starts, keeps it out of
+    the attempt's servo timing. Failures are left for the real build to report.
+    """
+    values = {"scenario": scenario, "condition": condition, "participant": "novice",
+              "seed": 0, "device": "simulated", "time_limit_s": 1.0, "trial_id": "warm-up"}
+    known = {f.name for f in fields(request_type)}
+    try:
+        with tempfile.TemporaryDirectory(prefix="capture-trainer-warm-up-") as tmp:
+            trial = build(request_type(**{k: v for k, v in values.items() if k in known}), Path(tmp))
+            try:
+                for _ in range(WARM_UP_TICKS):
+                    if not trial.tick():
+                        break
+            finally:
+                trial.abort("warm-up")
+    except Exception as error:  # noqa: BLE001 - the attempt's own build reports it
+        log.debug("warm-up of %s failed: %s", scenario, error)
+
+
+def raise_priority(wanted: str) -> str:
+    """Raise this process's scheduling priority as far as allowed; returns what it got.
+
+    On a loaded machine a normal-priority servo process wakes late from its sleeps and
+    loses the CPU while holding the GIL. ``SCHED_FIFO`` (priority 10, Linux; needs
+    CAP_SYS_NICE or root) is set before the trial is built, so every thread of this
+    process (the recorder's flusher too, which must not be preempted while it holds the
+    GIL) inherits it; the paced clock sleeps most of each period, so the process stays
+    far from the kernel's real-time throttling limit. Otherwise ``nice -10`` is tried.
+    Nothing is raised when neither is permitted.
+    """
+    if wanted == "realtime" and hasattr(os, "sched_setscheduler"):
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(REALTIME_PRIORITY))
+            return "realtime"
+        except (OSError, PermissionError):
+            log.debug("SCHED_FIFO not permitted; trying nice")
+    if wanted in ("realtime", "high"):
+        try:
+            os.nice(HIGH_NICE)
+            return "high"
+        except (OSError, PermissionError):
+            log.debug("negative nice not permitted; servo runs at normal priority")
+    return "normal"
+
+
+def _request(spec: AttemptSpec, request_type: Any, options: ServoOptions) -> Any:
+    """The runner's ``TrialRequest``: paced; GUI and pointer input from the options."""
     known = {f.name for f in fields(request_type)}
     values = {k: v for k, v in asdict(spec).items() if k in known}
     values["paced"] = True
+    if options.gui:
+        values["gui"] = True
+    if options.input_name is not None and spec.device == "mouse":
+        values["device_options"] = {"input_name": options.input_name}
     return request_type(**values)
 
 
 def _run_attempt(
     spec: AttemptSpec, build: Any, request_type: Any, control: Any, options: ServoOptions,
-    conn: Connection,
+    conn: Connection, priority: str,
 ) -> tuple[str, dict[str, Any]]:
     from trials.snapshot import SharedSnapshot, SnapshotLayout
 
-    kwargs: dict[str, Any] = {}
-    if options.input_name is not None:
-        from trials.ui.shared_input import SharedInputDevice
-
-        kwargs["device"] = SharedInputDevice(options.input_name)
-    if options.gui:
-        kwargs["gui"] = True
     try:
-        trial = build(_request(spec, request_type), Path(spec.out_dir), **kwargs)
+        request = _request(spec, request_type, options)
+        trial = build(request, Path(spec.out_dir))
     except CaptureTrainerError as error:
         return "error", {"message": str(error)}
-    except TypeError as error:
-        if kwargs:
-            return "error", {
-                "message": f"the trial runner does not accept {sorted(kwargs)} ({error}); "
-                "it needs build_trial(request, out_dir, device=..., gui=...)"
-            }
-        raise
+    except TypeError as error:  # a runner without the pointer-input device (see README)
+        return "error", {"message": f"the trial runner cannot build this attempt: {error}"}
+    if spec.metadata:
+        trial.recorder.update_metadata(**spec.metadata)
+    path = str(trial.recorder.path)
     snapshot = SharedSnapshot(SnapshotLayout(trial.n_joints))
     try:
         trial.attach_snapshot(snapshot, every_n_ticks=options.snapshot_every)
-        conn.send(("started", _describe(trial, snapshot, spec)))
+        conn.send(("started", {**_describe(trial, snapshot, spec), "priority": priority}))
         tick = _guarded(trial.tick, control)
         control[RUNNING] = 1.0
         error: BaseException | None = None
@@ -254,14 +322,16 @@ def _run_attempt(
             control[RUNNING] = 0.0
         timing = trial.clock.timing.summary()
         if error is not None:
-            summary = trial.abort(f"fault: {error!r}") or {}
+            trial.abort(f"fault: {error!r}")
+            summary = {"path": path, "end_reason": "fault"}
         elif control[ABORT] != 0.0:
-            summary = trial.abort("aborted") or {}
+            trial.abort("aborted")
+            summary = {"path": path, "end_reason": "aborted"}
         else:
             summary = trial.finish()
     finally:
         snapshot.close()
-    summary = {"trial_id": spec.trial_id, **summary}
+    summary = {"trial_id": Path(path).stem, **summary}
     metrics = _metrics(summary.get("path")) if options.metrics and error is None else {}
     status = "error" if error is not None else ("aborted" if control[ABORT] != 0.0 else "finished")
     return "finished", {
@@ -270,6 +340,7 @@ def _run_attempt(
         "metrics": metrics,
         "timing": timing,
         "message": "" if error is None else repr(error),
+        "priority": priority,
     }
 
 
@@ -280,9 +351,9 @@ def _describe(trial: Any, snapshot: Any, spec: AttemptSpec) -> dict[str, Any]:
         "n_joints": int(trial.n_joints),
         "trial_id": spec.trial_id,
         "condition": spec.condition,
-        "scenario": getattr(scenario, "name", spec.scenario),
-        "model": str(getattr(scenario, "model", "")),
-        "target_radius_m": float(getattr(scenario, "target_radius_m", 0.0)),
+        "scenario": scenario.name,
+        "model": scenario.robot.model,
+        "target_radius_m": float(scenario.target.radius_m),
         "duration_s": trial.max_ticks * 1e-3,
     }
 

@@ -103,6 +103,9 @@ class SharedInput:
 class SharedInputDevice:
     """A :class:`haptics.device.Device` whose stylus is the window's pointer.
 
+    The block is attached on construction (like the other backends, the device is open
+    once built) and released by ``__exit__``.
+
     Args:
         input_name: name of the :class:`SharedInput` block the window writes.
         spec: workspace and force limits (default :data:`POINTER_SPEC`).
@@ -124,8 +127,14 @@ class SharedInputDevice:
         self.safety = SafetyLayer(spec)
         self.last_force_n: NDArray[np.float64] = np.zeros(3)
         self._state = DeviceState()
-        self._input: SharedInput | None = None
-        self._t0 = 0.0
+        try:
+            self._input: SharedInput | None = SharedInput(input_name)
+        except FileNotFoundError:
+            raise DeviceError(
+                f"the window's pointer input {input_name!r} does not exist (the mouse device "
+                "of the trainer needs its window: capture-trainer train --device mouse)"
+            ) from None
+        self._t0 = time.monotonic()
         self._seq = -1.0
         self._stamp = math.nan
         self._prev = np.zeros(3)
@@ -135,18 +144,10 @@ class SharedInputDevice:
         self._interval_s = 0.0
 
     def __enter__(self) -> SharedInputDevice:
-        try:
-            self._input = SharedInput(self.input_name)
-        except FileNotFoundError:
-            raise DeviceError(
-                f"the window's pointer input {self.input_name!r} does not exist "
-                "(the mouse device needs the trainer window: capture-trainer train --device mouse)"
-            ) from None
-        self._t0 = time.monotonic()
-        self.safety.reset()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Release the shared block (idempotent); the device cannot be read afterwards."""
         self.last_force_n[:] = 0.0
         if self._input is not None:
             self._input.close()
@@ -155,7 +156,7 @@ class SharedInputDevice:
     def read(self) -> DeviceState:
         """The stylus sample, extrapolated to now (see the module docstring)."""
         if self._input is None:
-            raise DeviceError("SharedInputDevice.read() before the device was opened (use `with`)")
+            raise DeviceError("SharedInputDevice.read() after the device was closed")
         now = time.monotonic()
         sample = self._input.read()
         state = self._state

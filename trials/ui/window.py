@@ -135,9 +135,16 @@ class App:
 
         self.config = config
         self.pygame = pygame
-        pygame.display.init()
+        try:
+            pygame.display.init()
+            self.screen = pygame.display.set_mode(config.size)
+        except pygame.error as error:
+            raise CaptureTrainerError(
+                f"the trainer window cannot open ({error}): it needs a display; headless "
+                "trials run with `capture-trainer run` / `study`, and SDL_VIDEODRIVER=dummy "
+                "draws off-screen"
+            ) from None
         pygame.font.init()
-        self.screen = pygame.display.set_mode(config.size)
         pygame.display.set_caption(title)
         self.fonts = {
             "small": pygame.font.SysFont(None, 20),
@@ -444,13 +451,14 @@ class AttemptScreen(Screen):
 def participant_fields(device: str, person: str, kind: str) -> dict[str, Any]:
     """The runner's participant fields for a person, or for a simulated operator.
 
-    With the simulated device the participant *is* the operator model, named by its
-    kind (as ``capture-trainer run --participant novice``); the person's or trainee's
-    name goes into ``participant_params["watched_by"]``.
+    With the simulated device the runner's participant is the operator model, named by
+    its kind (as ``capture-trainer run --participant novice``); the trial file then
+    records the trainee's (or participant's) name as the participant's id, with that kind.
     """
     if device == "simulated":
-        return {"participant": kind, "participant_params": {"kind": kind, "watched_by": person}}
-    return {"participant": person, "participant_params": None}
+        return {"participant": kind,
+                "metadata": {"participant": {"id": person, "kind": kind, "params": {}}}}
+    return {"participant": person}
 
 
 # -- the trainee flow ----------------------------------------------------------------
@@ -519,8 +527,8 @@ class TraineeFlow:
         spec = AttemptSpec(
             scenario=self.config.scenario, condition=condition, seed=seed,
             out_dir=str(self.config.out_dir / "trials"), device=self.config.device,
-            trial_id=trial_id, **participant_fields(self.config.device, self.trainee,
-                                                    self.config.participant_kind),
+            trial_id=trial_id, end_on_capture=self.config.stop_after_s is None,
+            **participant_fields(self.config.device, self.trainee, self.config.participant_kind),
         )
         label = {"dg": "practise with guidance", "ng": "test without guidance"}.get(condition, condition)
         self.attempt_id = 0
@@ -627,3 +635,145 @@ def run_trainer(config: WindowConfig) -> list[AttemptResult]:
     finally:
         flow.close()
 
+
+
+# -- the experimenter's session -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    """An experimenter's session (``capture-trainer session PROTOCOL --participant ID``).
+
+    Attributes:
+        protocol: built-in protocol name or ``.toml`` path.
+        participant: the participant's id.
+        out_dir: the study directory (``study.json`` and ``trials/``).
+        window: device, view, factory, size, fps, automation (``auto`` is ignored:
+            ``auto_trials`` runs that many trials without key presses).
+        auto_trials: run this many pending trials without key presses, then stop.
+    """
+
+    protocol: str
+    participant: str
+    out_dir: Path
+    window: WindowConfig = field(default_factory=WindowConfig)
+    auto_trials: int = 0
+
+
+class SessionFlow:
+    """Intro, then per pending trial: instructions, the attempt, a pause; resumable."""
+
+    def __init__(self, app: App, config: SessionConfig) -> None:
+        from trials.protocol import load_protocol
+        from trials.ui.session import pending_trials, prepare_session
+
+        self.app = app
+        self.config = config
+        self.protocol = load_protocol(config.protocol)
+        self.specs = prepare_session(self.protocol, config.participant, config.out_dir)
+        self.pending = pending_trials(config.out_dir, self.specs)
+        self.auto_left = config.auto_trials
+
+    def first_screen(self) -> Screen:
+        done = len(self.specs) - len(self.pending)
+        lines = [f"Protocol {self.protocol.name}: {self.protocol.description}",
+                 f"Participant {self.config.participant}: {len(self.specs)} trials, "
+                 f"{done} already complete, {len(self.pending)} to run.",
+                 f"Device: {self.app.config.device}.   Study directory: {self.config.out_dir}",
+                 "",
+                 "Between trials there is a pause; the session can be stopped at any pause",
+                 "and resumed later with the same command."]
+        if not self.pending:
+            return MessageScreen(self.app, "Session complete", lines, {
+                "q": ("quit", lambda: self.app.switch(None))})
+        if self.auto_left:
+            return _Deferred(self.app, self.instruction)
+        return MessageScreen(self.app, "Experimenter session", lines, {
+            "space": ("begin" if not done else "resume", lambda: self.app.switch(self.instruction())),
+            "q": ("quit", lambda: self.app.switch(None)),
+        })
+
+    def _position(self, spec: Any) -> str:
+        return f"Trial {self.specs.index(spec) + 1} of {len(self.specs)}"
+
+    def instruction(self) -> Screen:
+        from trials.ui.session import INSTRUCTIONS
+
+        if not self.pending or (self.config.auto_trials and not self.auto_left):
+            return self.finished()
+        spec = self.pending[0]
+        if self.auto_left:
+            return _Deferred(self.app, lambda: self.attempt(spec))
+        lines = [f"Condition {spec.condition.upper()}, repetition {spec.repetition + 1}, "
+                 f"scenario {spec.scenario}.", "", INSTRUCTIONS.get(spec.condition, "")]
+        return MessageScreen(self.app, self._position(spec), lines, {
+            "space": ("start the trial", lambda: self.app.switch(self.attempt(spec))),
+            "q": ("stop the session here (resume later)", lambda: self.app.switch(None)),
+        })
+
+    def attempt(self, spec: Any) -> Screen:
+        from trials.study import TRIALS_DIR
+
+        window = self.app.config
+        fields_ = participant_fields(window.device, spec.participant_id, window.participant_kind)
+        study = {"order_index": spec.order_index, "participant_index": spec.participant_index}
+        kind = window.participant_kind if window.device == "simulated" else "human"
+        metadata = {"participant": {"id": spec.participant_id, "kind": kind, "params": {}},
+                    "study": study}
+        fields_.pop("metadata", None)
+        attempt = AttemptSpec(
+            scenario=spec.scenario, condition=spec.condition, seed=spec.seed,
+            out_dir=str(self.config.out_dir / TRIALS_DIR), device=window.device,
+            trial_id=spec.trial_id, repetition=spec.repetition, metadata=metadata,
+            end_on_capture=window.stop_after_s is None, **fields_,
+        )
+        header = f"{self._position(spec)}: {spec.condition.upper()}  ({spec.participant_id})"
+        return AttemptScreen(self.app, attempt, header, lambda payload: None,
+                             lambda result: self.done(spec, result))
+
+    def done(self, spec: Any, result: AttemptResult) -> None:
+        from trials.study import is_complete, trial_path
+
+        complete = is_complete(trial_path(self.config.out_dir, spec))
+        if complete:
+            self.pending.remove(spec)
+        if self.auto_left:
+            self.auto_left -= 1
+            self.app.switch(_Deferred(self.app, self.instruction))
+            return
+        m = result.metrics
+        if complete and m.get("reached"):
+            lines = [f"Reached the debris after {m['time_to_reach_s']:.2f} s, impact velocity "
+                     f"{m['impact_velocity_m_s'] * 1e3:.1f} mm/s."]
+        elif complete:
+            lines = ["The debris was not reached."]
+        else:
+            lines = [f"The trial did not complete ({result.status}"
+                     f"{': ' + result.message if result.message else ''}); it will be run again."]
+        lines += ["", f"{len(self.pending)} trials left. Take a short rest."]
+        actions: dict[str, tuple[str, Callable[[], None]]] = {
+            "space": ("next trial" if self.pending else "finish",
+                      lambda: self.app.switch(self.instruction())),
+            "q": ("stop the session here (resume later)", lambda: self.app.switch(None)),
+        }
+        self.app.switch(MessageScreen(self.app, "Pause", lines, actions))
+
+    def finished(self) -> Screen:
+        if self.config.auto_trials:
+            return _Quit(self.app)
+        lines = [f"All {len(self.specs)} trials of {self.config.participant} are complete.",
+                 f"Trial files: {self.config.out_dir / 'trials'}",
+                 f"Analyse with: capture-trainer analyze {self.config.out_dir}"]
+        return MessageScreen(self.app, "Session complete", lines, {
+            "q": ("quit", lambda: self.app.switch(None))})
+
+
+def run_session(config: SessionConfig) -> list[AttemptResult]:
+    """Open the experimenter's session window; returns the attempts' results."""
+    app = App(config.window, f"capture-trainer: session {config.protocol} / {config.participant}")
+    try:
+        flow = SessionFlow(app, config)
+    except BaseException:
+        app.close()
+        raise
+    return app.run(flow.first_screen())

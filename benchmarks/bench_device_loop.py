@@ -1,0 +1,125 @@
+"""`capture-trainer bench device-loop`: the OpenHaptics servo callback's period.
+
+Runs the OpenHaptics backend against the libHD test double (built with the system C
+compiler, or the library named by ``CAPTURE_TRAINER_LIBHD``) for ``--seconds`` with a
+representative tick (read the stylus, render a spring, command the force through the
+safety layer) and reports the achieved callback period (mean, p99, p99.9, max) and the
+overruns (periods > 1.5 ms) from ``haptics.timing.ServoTiming``.
+
+``--contention`` adds two runs with a busy Python thread beside the loop (what drawing
+or analysis does to the GIL): once with the backend's switch interval (0.5 ms) and once
+with Python's default (5 ms), to show why the backend lowers it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import platform
+import threading
+from typing import Any
+
+PERIOD_KEYS = (("mean", "mean_period_ms"), ("p50", "p50_period_ms"), ("p99", "p99_period_ms"),
+               ("p99.9", "p999_period_ms"), ("max", "max_period_ms"))
+
+
+def add_bench(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("device-loop", help="OpenHaptics callback period with the libHD double")
+    parser.add_argument("--seconds", type=float, default=10.0, help="length of the measured run [s]")
+    parser.add_argument("--contention", action="store_true",
+                        help="also measure with a busy Python thread beside the loop")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(handler=_handler)
+
+
+def _busy_python(stop: threading.Event) -> None:
+    """Pure-Python work that holds the GIL as long as the interpreter lets it."""
+    acc = 0
+    while not stop.is_set():
+        for i in range(10_000):
+            acc += i * i % 7
+
+
+def _measure(seconds: float, switch_interval_s: float | None, contention: bool) -> dict[str, Any]:
+    import numpy as np
+
+    from haptics.backends import open_device
+    from haptics.device import BUTTON_ENGAGE
+
+    force = np.zeros(3)
+    stiffness_n_m = 200.0
+    stop = threading.Event()
+    with open_device("openhaptics", switch_interval_s=switch_interval_s) as device:
+        device.set_engaged(True)
+        rate_hz = device.spec.rate_hz
+
+        def tick() -> bool:
+            state = device.read()
+            np.multiply(state.position_m, -stiffness_n_m, out=force)
+            if state.buttons & BUTTON_ENGAGE:
+                force[1] += 0.1
+            device.command_force(force)
+            return True
+
+        worker = threading.Thread(target=_busy_python, args=(stop,), daemon=True) if contention else None
+        if worker is not None:
+            worker.start()
+        try:
+            device.clock().run(tick, int(round(seconds * rate_hz)))
+        finally:
+            stop.set()
+            if worker is not None:
+                worker.join()
+        run = device.last_run
+    assert run is not None
+    return {
+        "period_ms": {key: run[field] for key, field in PERIOD_KEYS},
+        "overruns": run["overruns"],
+        "overrun_threshold_ms": 1.5 * run["expected_period_ms"],
+        "periods_over_2ms": int(sum(c for c, lo in zip(run["histogram_counts"], run["histogram_edges_ms"]) if lo >= 2.0)),
+        "ticks": run["ticks"],
+        "rate_hz": run["rate_hz"],
+        "callback_busy_ms": {"mean": run["busy_ms_mean"], "max": run["busy_ms_max"]},
+        "switch_interval_s": switch_interval_s,
+        "hd_errors": run["hd_errors"],
+    }
+
+
+def run_bench(seconds: float = 10.0, contention: bool = False) -> dict[str, Any]:
+    """Measure the device loop; returns the JSON-ready result."""
+    from haptics._hd_api import LIBHD_ENV
+    from haptics._hd_double import build_double, double_stats
+
+    path = os.environ.get(LIBHD_ENV) or str(build_double())
+    os.environ[LIBHD_ENV] = path
+    result = _measure(seconds, 5e-4, contention=False)
+    result["seconds"] = seconds
+    result["libhd"] = path
+    stats = double_stats(ctypes.CDLL(path))
+    result["double_late_ticks"] = stats["late_ticks"] if stats else None
+    result["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform(),
+                         "python": platform.python_version(), "processor": platform.processor() or platform.machine()}
+    if contention:
+        result["contention"] = {
+            "switch_0.5ms": _measure(seconds, 5e-4, contention=True),
+            "switch_default_5ms": _measure(seconds, None, contention=True),
+        }
+    return result
+
+
+def _handler(args: argparse.Namespace) -> int:
+    result = run_bench(args.seconds, args.contention)
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    p = result["period_ms"]
+    print(f"device loop ({result['seconds']:.0f} s, {result['libhd']}): period mean {p['mean']:.4f} ms, "
+          f"p99 {p['p99']:.3f} ms, p99.9 {p['p99.9']:.3f} ms, max {p['max']:.3f} ms, "
+          f"overruns {result['overruns']}, rate {result['rate_hz']:.1f} Hz")
+    for name, run in result.get("contention", {}).items():
+        q = run["period_ms"]
+        print(f"  busy Python thread, {name}: mean {q['mean']:.3f} ms, p99 {q['p99']:.3f} ms, "
+              f"max {q['max']:.3f} ms, overruns {run['overruns']}, rate {run['rate_hz']:.1f} Hz")
+    return 0
