@@ -26,6 +26,12 @@ SCORE_ROWS: tuple[tuple[str, str, str, float], ...] = (
 )
 
 
+#: A score within this fraction of the earlier mean counts as the same.
+SAME_FRACTION = 0.05
+#: Scores below this (in SI units) count as zero when compared.
+TINY = 1e-9
+
+
 @dataclass(frozen=True)
 class Comparison:
     """One score of this attempt against the trainee's earlier attempts (same condition)."""
@@ -37,14 +43,19 @@ class Comparison:
 
     @property
     def verdict(self) -> str:
-        """``best`` (new personal best), ``better``/``worse`` than the earlier mean, or ``first``."""
+        """``best`` (a new personal best), ``better``/``same``/``worse`` than the earlier
+        mean (``same``: within :data:`SAME_FRACTION` of it, or both below :data:`TINY`),
+        ``first`` (nothing to compare with) or ``n/a`` (no value)."""
         if math.isnan(self.value):
             return "n/a"
         if self.n_before == 0 or math.isnan(self.mean_before):
             return "first"
+        close = abs(self.value - self.mean_before) <= SAME_FRACTION * abs(self.mean_before)
+        if close or max(abs(self.value), abs(self.mean_before)) < TINY:
+            return "same"
         if self.value < self.best_before:
             return "best"
-        return "better" if self.value <= self.mean_before else "worse"
+        return "better" if self.value < self.mean_before else "worse"
 
 
 def compare(attempt_scores: dict[str, float], earlier: list[Attempt]) -> dict[str, Comparison]:
@@ -67,7 +78,8 @@ def _fmt(value: float, factor: float) -> str:
 
 
 def draw_score_card(surface: Any, fonts: dict[str, Any], title: str, status: str,
-                    reached: bool | None, comparisons: dict[str, Comparison], hint: str) -> None:
+                    reached: bool | None, comparisons: dict[str, Comparison], hint: str,
+                    footnote: str = "") -> None:
     """The score card: this attempt, the best and the mean of the earlier ones, a verdict."""
     surface.fill(COLOURS["background"])
     text = _text(surface, fonts)
@@ -78,7 +90,7 @@ def draw_score_card(surface: Any, fonts: dict[str, Any], title: str, status: str
     for x, head in zip(columns, ("score (lower is better)", "this attempt", "best before",
                                  "mean before", "")):
         text(head, (x, 150), "normal", "dim")
-    verdict_colour = {"best": "good", "better": "good", "worse": "bad"}
+    verdict_colour = {"best": "good", "better": "good", "same": "text", "worse": "bad"}
     for i, (name, label, unit, factor) in enumerate(SCORE_ROWS):
         y = 190 + 40 * i
         c = comparisons[name]
@@ -87,6 +99,11 @@ def draw_score_card(surface: Any, fonts: dict[str, Any], title: str, status: str
         text(_fmt(c.best_before, factor), (columns[2], y), "normal", "dim")
         text(_fmt(c.mean_before, factor), (columns[3], y), "normal", "dim")
         text(c.verdict, (columns[4], y), "normal", verdict_colour.get(c.verdict, "dim"))
+    n_before = max((c.n_before for c in comparisons.values()), default=0)
+    text(f"compared with {n_before} earlier attempt(s) of this condition that reached the debris",
+         (60, 190 + 40 * len(SCORE_ROWS) + 10), "small", "dim")
+    if footnote:
+        text(footnote, (60, surface.get_height() - 80), "small", "dim")
     text(hint, (60, surface.get_height() - 50), "normal", "dim")
 
 
@@ -129,17 +146,27 @@ def draw_progress(surface: Any, fonts: dict[str, Any], trainee: str, attempts: l
             return int(x), int(rect.bottom - 10 - (rect.height - 40) * v / top)
 
         previous_session = None
+        session_number = 0
         for i, attempt in enumerate(scored):
-            if attempt.session_id != previous_session and i:
+            if attempt.session_id != previous_session:
+                session_number += 1
                 x = point(i, 0.0)[0] - 0.5 * (rect.width - 60) / max(n - 1, 1)
-                pygame.draw.line(surface, COLOURS["grid"], (x, rect.y + 24), (x, rect.bottom), 1)
+                if i:
+                    pygame.draw.line(surface, COLOURS["dim"], (x, rect.y + 24), (x, rect.bottom), 1)
+                text(f"session {session_number}", (max(int(x) + 6, rect.x + 8), rect.y + 26),
+                     "small", "dim")
             previous_session = attempt.session_id
-            colour = COLOURS[condition_colour.get(attempt.condition, "text")]
-            pygame.draw.circle(surface, colour, point(i, values[i]), 6)
+        for condition, key in condition_colour.items():
+            points = [point(i, values[i]) for i, a in enumerate(scored) if a.condition == condition]
+            if len(points) > 1:
+                pygame.draw.lines(surface, COLOURS[key], False, points, 1)
+            for p in points:
+                pygame.draw.circle(surface, COLOURS[key], p, 6)
         text(f"max {top / 1.15:.2f}", (rect.right - 110, rect.y + 6), "small", "dim")
     legend_y = 120 + 2 * 270
     for i, (cond, key) in enumerate(condition_colour.items()):
         pygame.draw.circle(surface, COLOURS[key], (70 + 120 * i, legend_y + 8), 6)
         text(cond.upper(), (82 + 120 * i, legend_y), "small")
-    text("vertical lines separate sessions", (560, legend_y), "small", "dim")
+    text("lines join attempts of one condition; vertical lines separate sessions",
+         (560, legend_y), "small", "dim")
     text(hint, (60, surface.get_height() - 40), "normal", "dim")

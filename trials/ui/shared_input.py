@@ -71,13 +71,23 @@ class SharedInput:
     def name(self) -> str:
         return self._shm.name
 
-    def write(self, position_m: NDArray[np.float64] | tuple[float, float, float], buttons: int) -> None:
-        """Publish one stylus sample (writer side): position [m], device frame; button mask."""
+    def write(
+        self, position_m: NDArray[np.float64] | tuple[float, float, float], buttons: int,
+        stamp_s: float | None = None,
+    ) -> None:
+        """Publish one stylus sample (writer side).
+
+        Args:
+            position_m: (3,) stylus position [m], device frame.
+            buttons: button mask (``haptics.device.BUTTON_*``).
+            stamp_s: when the sample was taken, ``time.monotonic()`` seconds (default now;
+                the same clock in every process of the machine).
+        """
         seq = self.block[_SEQ] + 1.0
         self.block[_SEQ] = seq
         self.block[_POS] = position_m
         self.block[_BUTTONS] = float(buttons)
-        self.block[_STAMP] = time.monotonic()
+        self.block[_STAMP] = time.monotonic() if stamp_s is None else stamp_s
         self.block[_SEQ] = seq + 1.0
 
     def read(self, retries: int = 50) -> NDArray[np.float64] | None:

@@ -604,7 +604,8 @@ class _ScoreScreen(Screen):
         status = self.result.status + (f": {self.result.message}" if self.result.message else "")
         draw_score_card(surface, self.app.fonts, f"{self.flow.trainee}: {condition}", status,
                         None if reached is None else bool(reached), self.comparisons,
-                        "Enter: back to the menu    H: progress")
+                        "Enter: back to the menu    H: progress",
+                        f"trial file: {self.result.summary.get('path', '-')}")
 
 
 class _ProgressScreen(Screen):

@@ -1,0 +1,96 @@
+"""`capture-trainer bench reaction`: the reactionless IK against the pseudoinverse on the plant.
+
+Runs the automatic capture (robot.capture, 6 s: approach, reach, 1 s tracking, then
+holding on the target) twice, with the LSE solver (eq. 6) and with the minimum-norm
+pseudoinverse, and reports the base reaction torque *measured on the simulated plant*
+(from the rate of change of the base's angular momentum), the base attitude drift and the
+reaction-singularity gauge. Prints one JSON object with ``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+
+
+def add_bench(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``bench reaction``."""
+    from capture_trainer.catalog import MODEL_NAMES
+
+    parser = subparsers.add_parser("reaction", help="base reaction torque of LSE vs pseudoinverse (automatic capture)")
+    parser.add_argument("--model", choices=MODEL_NAMES, default=MODEL_NAMES[0])
+    parser.add_argument("--duration", type=float, default=6.0, help="simulated seconds (default 6)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(handler=run)
+
+
+def _rms(values) -> float:
+    import numpy as np
+
+    return float(np.sqrt(np.mean(np.square(values)))) if len(values) else math.nan
+
+
+def measure(model_name: str, duration_s: float = 6.0) -> dict[str, object]:
+    """Both captures and the comparison, as plain data (the JSON of ``bench reaction``)."""
+    import numpy as np
+
+    from robot.capture import POST_CAPTURE_WINDOW_S, run_automatic_capture
+    from robot.models import get_model
+
+    model = get_model(model_name)
+    rows = model.arrays.reaction_rows
+    wall = time.perf_counter()
+    lse = run_automatic_capture(model_name, "lse", duration_s=duration_s)
+    pinv = run_automatic_capture(model_name, "pinv", duration_s=duration_s)
+    wall = time.perf_counter() - wall
+    t_reach = lse.first_reach_time_s if math.isfinite(lse.first_reach_time_s) else duration_s
+    window = lse.t_s <= t_reach + POST_CAPTURE_WINDOW_S
+
+    def torque_norm(result, mask=None):
+        tau = np.linalg.norm(result.base_torque_n_m[:, rows], axis=1)
+        return tau if mask is None else tau[mask]
+
+    lse_rms, pinv_rms = _rms(torque_norm(lse)), _rms(torque_norm(pinv))
+    lse_rms_c, pinv_rms_c = _rms(torque_norm(lse, window)), _rms(torque_norm(pinv, window))
+    prediction_error = float(np.max(np.abs(lse.base_torque_n_m - lse.base_torque_predicted_n_m)))
+    return {
+        "model": model_name,
+        "duration_s": duration_s,
+        "lse_rms_base_torque": lse_rms,
+        "pinv_rms_base_torque": pinv_rms,
+        "lse_peak_base_torque": lse.peak_base_torque_n_m,
+        "pinv_peak_base_torque": pinv.peak_base_torque_n_m,
+        "lse_base_attitude_drift_rad": lse.base_attitude_drift_rad,
+        "pinv_base_attitude_drift_rad": pinv.base_attitude_drift_rad,
+        "ratio_rms": lse_rms / pinv_rms if pinv_rms > 0 else math.nan,
+        "ratio_rms_capture": lse_rms_c / pinv_rms_c if pinv_rms_c > 0 else math.nan,
+        "capture_window_s": [0.0, float(t_reach + POST_CAPTURE_WINDOW_S)],
+        "singularity_detected": lse.singularity_detected,
+        "singular_fraction": float(np.mean(lse.singular)),
+        "sigma_ratio_min": lse.sigma_ratio_min,
+        "peak_joint_rate": lse.peak_joint_rate_rad_s,
+        "peak_joint_rate_fraction_of_limit": lse.peak_joint_rate_fraction,
+        "limited_fraction": float(np.mean(lse.limited)),
+        "captured": lse.captured,
+        "first_reach_time_s": lse.first_reach_time_s,
+        "impact_velocity": lse.impact_velocity_m_s,
+        "final_distance_m": lse.final_distance_m,
+        "max_distance_after_capture_m": lse.max_tracking_error_after_capture_m,
+        "pinv_captured": pinv.captured,
+        "lse_torque_prediction_max_error_n_m": prediction_error,
+        "faults": lse.fault_count + pinv.fault_count,
+        "wall_seconds": wall,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    """Handler of ``bench reaction``."""
+    result = measure(args.model, args.duration)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for key, value in result.items():
+            print(f"{key:40s} {value}")
+    return 0
