@@ -110,7 +110,7 @@ def _protocols(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from analysis.report import write_study_report
+    from analysis.report import report_study
     from trials.protocol import load_protocol
     from trials.study import run_study
 
@@ -120,6 +120,6 @@ def _demo(args: argparse.Namespace) -> int:
         f"{len(result.failed)} failed) in {result.wall_s:.1f} s",
         file=sys.stderr,
     )
-    report = write_study_report(args.out, args.out / "report.html")
+    report = report_study(args.out)
     print(f"report written to {report}")
     return 1 if result.failed else 0

@@ -1,0 +1,342 @@
+"""One self-contained HTML report of a study.
+
+Sections: the study design (``study.json`` and the design actually found in the logs),
+the summary per condition, the trials that never reached the target or did not finish,
+the paired tests, the study figures (bar charts per metric, trajectories), the full
+figure set of example trials, the per-trial table and the metric definitions.
+
+Self-contained: figures are embedded as base64 PNG ``data:`` URIs, the style sheet is
+inline, there are no scripts and no external references, so the file can be mailed,
+archived and opened offline.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from analysis import figures
+from analysis.metrics import METRIC_DESCRIPTIONS, PAPER_METRICS
+from analysis.stats import (
+    SUMMARY_METRICS,
+    TEST_METRICS,
+    condition_summary,
+    friedman_tests,
+    ordered_conditions,
+    pairwise_tests,
+)
+from analysis.study import ProgressCallback, Study, open_study
+from analysis.trial import Trial, read_trial
+from capture_trainer.errors import AnalysisError
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
+h1 { font-size: 1.6em; } h2 { border-bottom: 1px solid #ccc; margin-top: 2em; }
+table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.85em; }
+th, td { border: 1px solid #ccc; padding: 3px 7px; text-align: right; vertical-align: top; }
+th { background: #f0f0f0; } td.l, th.l { text-align: left; }
+.paper { background: #fff8e0; } .warn { color: #a00; } .muted { color: #777; }
+figure { display: inline-block; margin: 0.5em; vertical-align: top; }
+figcaption { font-size: 0.85em; color: #444; text-align: center; }
+img { max-width: 100%; border: 1px solid #eee; }
+pre { background: #f6f6f6; padding: 0.6em; overflow-x: auto; font-size: 0.85em; }
+"""
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def format_number(value: Any) -> str:
+    """A compact, 4-significant-digit rendering (``n/a`` for NaN or missing)."""
+    if value is None or value is pd.NA:
+        return "n/a"
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if math.isnan(number):
+        return "n/a"
+    if number == 0.0 or 1e-3 <= abs(number) < 1e5:
+        return f"{number:.4g}"
+    return f"{number:.3e}"
+
+
+def embed_figure(figure: Figure, caption: str) -> str:
+    """A ``<figure>`` with the PNG embedded as a data URI."""
+    encoded = base64.b64encode(figures.png_bytes(figure)).decode("ascii")
+    return (
+        f'<figure><img alt="{_e(caption)}" src="data:image/png;base64,{encoded}">'
+        f"<figcaption>{_e(caption)}</figcaption></figure>"
+    )
+
+
+def _table(
+    header: Sequence[str], rows: Iterable[Sequence[Any]], left_columns: int = 1, row_class: Sequence[str] = ()
+) -> str:
+    head = "".join(f'<th class="{"l" if i < left_columns else ""}">{_e(h)}</th>' for i, h in enumerate(header))
+    lines = []
+    for index, row in enumerate(rows):
+        cells = "".join(
+            f'<td class="{"l" if i < left_columns else ""}">{_e(format_number(v) if i >= left_columns else v)}</td>'
+            for i, v in enumerate(row)
+        )
+        css = f' class="{row_class[index]}"' if index < len(row_class) and row_class[index] else ""
+        lines.append(f"<tr{css}>{cells}</tr>")
+    return f"<table><tr>{head}</tr>{''.join(lines)}</table>"
+
+
+def _design_section(study: Study) -> str:
+    parts = ["<h2>Study design</h2>"]
+    if study.design is None:
+        parts.append('<p class="muted">No study.json in the study directory; the design below is what the logs show.</p>')
+    else:
+        rows = [
+            (key, value if isinstance(value, (str, int, float, bool)) else json.dumps(value, ensure_ascii=False))
+            for key, value in study.design.items()
+        ]
+        parts.append("<h3>study.json</h3>")
+        parts.append(_table(("field", "value"), rows, left_columns=2))
+    table = study.table
+    if len(table):
+        counts = pd.crosstab(table["participant_id"], table["condition"])
+        conditions = ordered_conditions(counts.columns)
+        rows = [[participant, *counts.loc[participant, conditions].tolist()] for participant in counts.index]
+        parts.append("<h3>Trials per participant and condition (found in the logs)</h3>")
+        parts.append(_table(["participant", *[c.upper() for c in conditions]], rows))
+        scenarios = ", ".join(sorted(set(table["scenario"])))
+        models = ", ".join(sorted(set(table["model"])))
+        parts.append(f"<p>Scenarios: {_e(scenarios)}. Models: {_e(models)}.</p>")
+    return "".join(parts)
+
+
+def _summary_section(table: pd.DataFrame) -> str:
+    summary = condition_summary(table, SUMMARY_METRICS)
+    conditions = ordered_conditions(table["condition"])
+    header = ["metric", *[f"{c.upper()} mean ± std [95 % CI] (n)" for c in conditions]]
+    rows, classes = [], []
+    for metric in SUMMARY_METRICS:
+        cells: list[Any] = [metric]
+        for condition in conditions:
+            s = summary[(summary["condition"] == condition) & (summary["metric"] == metric)].iloc[0]
+            cells.append(
+                f"{format_number(s['mean'])} ± {format_number(s['std'])} "
+                f"[{format_number(s['ci95_low'])}, {format_number(s['ci95_high'])}] ({s['n']})"
+            )
+        rows.append(cells)
+        classes.append("paper" if metric in PAPER_METRICS else "")
+    return (
+        "<h2>Summary by condition</h2>"
+        '<p>Over trials; rows shaded are the paper\'s metrics. Booleans are rates. '
+        "n counts trials where the metric is defined (reach metrics need a reach).</p>"
+        + _table(header, rows, left_columns=len(header), row_class=classes)
+    )
+
+
+def _problem_trials_section(table: pd.DataFrame) -> str:
+    parts = ["<h2>Trials that did not reach the target or did not finish</h2>"]
+    unreached = table[~table["reached"].astype(bool)]
+    incomplete = table[~table["complete"].astype(bool)]
+    columns = ["trial_id", "condition", "participant_id", "min_surface_distance_m", "duration_s", "end_reason", "file"]
+    for title, subset in (("Never reached", unreached), ("Incomplete (crashed or unfinished)", incomplete)):
+        parts.append(f"<h3>{_e(title)}: {len(subset)}</h3>")
+        if len(subset):
+            rows = subset[columns].astype(object).values.tolist()
+            parts.append(_table(columns, rows, left_columns=3))
+    return "".join(parts)
+
+
+def _tests_section(table: pd.DataFrame) -> str:
+    friedman = friedman_tests(table, TEST_METRICS)
+    pairwise = pairwise_tests(table, TEST_METRICS)
+    unpaired = pairwise[pairwise["n"] == 0]
+    pairwise = pairwise[pairwise["n"] > 0]
+    no_common = sorted({f"{a.upper()}–{b.upper()}" for a, b in zip(unpaired["condition_a"], unpaired["condition_b"])})
+    note = f"<p>No participant in common (not compared): {_e(', '.join(no_common))}.</p>" if no_common else ""
+    return (
+        "<h2>Paired comparisons (per-participant means)</h2>"
+        "<p>Friedman test across conditions (Kendall's W); pairwise two-sided Wilcoxon "
+        "signed-rank tests, Holm-corrected within each metric; effect sizes: matched-pairs "
+        "rank-biserial r and Cohen's d<sub>z</sub> of a − b.</p>"
+        + _table(list(friedman.columns), friedman.astype(object).values.tolist(), left_columns=2)
+        + _table(list(pairwise.columns), pairwise.astype(object).values.tolist(), left_columns=3)
+        + note
+    )
+
+
+def _figures_section(study: Study) -> str:
+    parts = ["<h2>Figures by condition</h2>"]
+    for metric, figure in figures.study_bar_figures(study.table).items():
+        parts.append(embed_figure(figure, f"{metric}: mean ± standard deviation, dots are trials"))
+    parts.append("<h3>Trajectories relative to the target</h3>")
+    parts.append(
+        embed_figure(
+            figures.trajectory_figure(list(study.traces.values())),
+            "End effector relative to the debris centre (x-y); o start, x first reach, circle = radius",
+        )
+    )
+    return "".join(parts)
+
+
+def example_trials(table: pd.DataFrame) -> list[str]:
+    """Per condition, the complete reached trial with the median impact velocity.
+
+    Falls back to any reached trial, then to the condition's first trial.
+    """
+    chosen = []
+    for condition in ordered_conditions(table["condition"]):
+        subset = table[table["condition"] == condition]
+        reached = subset[subset["reached"].astype(bool)].sort_values(["impact_velocity_m_s", "trial_id"])
+        complete = reached[reached["complete"].astype(bool)]
+        pool = complete if len(complete) else reached if len(reached) else subset
+        chosen.append(str(pool.iloc[(len(pool) - 1) // 2]["trial_id"]))
+    return chosen
+
+
+def _trial_section(trial: Trial, metrics_row: Mapping[str, Any] | None) -> str:
+    condition = trial.metadata.get("condition", "?")
+    participant = (trial.metadata.get("participant") or {}).get("id", "?")
+    parts = [f"<h3>Trial {_e(trial.trial_id)} ({_e(str(condition).upper())}, participant {_e(participant)})</h3>"]
+    if metrics_row is not None:
+        shown = [(name, metrics_row[name]) for name in PAPER_METRICS + ("reached", "captured", "complete")]
+        parts.append(_table(("metric", "value"), shown))
+    for caption, figure in figures.trial_figures(trial).items():
+        parts.append(embed_figure(figure, f"{trial.trial_id}: {caption}"))
+    return "".join(parts)
+
+
+def _trials_table_section(table: pd.DataFrame) -> str:
+    columns = ["trial_id", "condition", "participant_id", "repetition", *PAPER_METRICS, "reached", "captured", "complete"]
+    rows = table[columns].astype(object).values.tolist()
+    return (
+        f"<h2>All trials ({len(table)})</h2><details><summary>show the per-trial table</summary>"
+        + _table(columns, rows, left_columns=3)
+        + "</details>"
+    )
+
+
+def _definitions_section() -> str:
+    rows = [(name, text) for name, text in METRIC_DESCRIPTIONS.items()]
+    return (
+        "<h2>Metric definitions</h2><p>p = end effector − debris centre, v = its rate, r = debris "
+        "radius, all in the task frame; post-capture window = metadata post_capture_window_s "
+        "after the first reach.</p>" + _table(("metric", "definition"), rows, left_columns=2)
+    )
+
+
+def build_report(study: Study, extra_trials: Sequence[str | os.PathLike[str]] = (), title: str | None = None) -> str:
+    """The report's HTML text.
+
+    Args:
+        study: the loaded study.
+        extra_trials: trial ids of the study, or trial files, to show with their full
+            figure set besides the automatically chosen examples.
+        title: the page title (default: the study directory's name).
+
+    Raises:
+        AnalysisError: an extra trial is neither a trial id of the study nor a trial file.
+    """
+    table = study.table
+    title = title or f"Capture study: {study.root.name}"
+    rows_by_id = {row["trial_id"]: row for row in table.to_dict("records")}
+    trial_sections = []
+    requested = [_resolve_trial(study, item) for item in extra_trials]
+    requested_ids = {trial.trial_id for trial in requested}
+    examples = [read_trial(study.paths[i]) for i in example_trials(table) if i not in requested_ids]
+    seen: set[str] = set()
+    for trial in requested + examples:
+        if trial.trial_id in seen:
+            continue
+        seen.add(trial.trial_id)
+        trial_sections.append(_trial_section(trial, rows_by_id.get(trial.trial_id)))
+    versions = sorted({str(v) for v in _package_versions(study)})
+    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    n_reached = int(table["reached"].astype(bool).sum())
+    return "".join(
+        [
+            f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>',
+            f"<style>{STYLE}</style></head><body><h1>{_e(title)}</h1>",
+            f"<p>Source: <code>{_e(study.root)}</code>. {len(table)} trials, {n_reached} reached the target. ",
+            f"Generated {generated}; trials written by capture-trainer {_e(', '.join(versions) or 'unknown')}.</p>",
+            _design_section(study),
+            _summary_section(table),
+            _problem_trials_section(table),
+            _tests_section(table),
+            _figures_section(study),
+            "<h2>Example trials</h2><p>Per condition the reached trial with the median impact velocity, "
+            "and any trial asked for with --trial.</p>",
+            *trial_sections,
+            _trials_table_section(table),
+            _definitions_section(),
+            "</body></html>",
+        ]
+    )
+
+
+def _package_versions(study: Study) -> set[str]:
+    from analysis.trial import read_metadata
+
+    return {str(read_metadata(path).get("package_version", "unknown")) for path in study.paths.values()}
+
+
+def _resolve_trial(study: Study, item: str | os.PathLike[str]) -> Trial:
+    if str(item) in study.paths:
+        return read_trial(study.paths[str(item)])
+    path = Path(item)
+    if path.is_file():
+        return read_trial(path)
+    raise AnalysisError(f"--trial {item}: neither a trial id of the study nor a trial file")
+
+
+def write_report(
+    study: Study,
+    path: str | os.PathLike[str],
+    extra_trials: Sequence[str | os.PathLike[str]] = (),
+    title: str | None = None,
+) -> Path:
+    """Write :func:`build_report`'s HTML to ``path`` (parent directories created)."""
+    path = Path(path)
+    text = build_report(study, extra_trials, title)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise AnalysisError(f"{path}: cannot write the report ({error})") from error
+    return path
+
+
+def default_report_path(source: str | os.PathLike[str]) -> Path:
+    """``DIR/report.html`` for a study directory, ``<stem>.report.html`` beside one trial file."""
+    source = Path(source)
+    return source.with_name(f"{source.stem}.report.html") if source.is_file() else source / "report.html"
+
+
+def report_study(
+    root: str | os.PathLike[str],
+    report_path: str | os.PathLike[str] | None = None,
+    extra_trials: Sequence[str | os.PathLike[str]] = (),
+    title: str | None = None,
+    progress: ProgressCallback | None = None,
+) -> Path:
+    """Load the study under ``root`` and write its report; returns the report's path.
+
+    The one call a demo or a study runner needs (``report_path`` defaults to
+    :func:`default_report_path`).
+    """
+    study = open_study(root, progress)
+    return write_report(study, report_path or default_report_path(root), extra_trials, title)
