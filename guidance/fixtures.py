@@ -1,0 +1,238 @@
+"""Forbidden-region fixtures: repulsive virtual walls combinable with any law via ``Sum``.
+
+Each fixture is a guidance law (same protocol, force on the hand [N], task frame). A
+fixture is a one-sided spring-damper: zero while the monitored quantity is inside its
+allowed region minus a ``margin``, then ``k · depth`` back toward the region plus a
+damping term that only resists moving further out (so a wall never pulls or sticks).
+
+* :class:`WorkspaceWalls`: the device's workspace box, in the **device frame**. The
+  fixture reads ``state.device_position_m``/``device_velocity_m_s`` (device frame),
+  computes the wall force in the device frame and returns it mapped back to the task
+  frame with the inverse of the renderer's map (``F_task = Rᵀ F_dev / force_scale``),
+  so that after rendering the stylus feels exactly the device-frame wall force.
+* :class:`ReachLimit`: a sphere of radius ``reach_m`` about the arm's shoulder
+  (``state.arm_base_position_m``), task frame.
+* :class:`JointLimitProximity`: joint ranges; joint ``i`` inside ``margin_rad`` of a
+  limit pushes the end effector along the task direction that moves it away from the
+  limit, the normalised row ``i`` of ``state.jacobian_pinv`` (``∂q_i/∂x``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from guidance.law import StatelessLaw
+from guidance.rendering import as_rotation
+from guidance.state import GuidanceState
+
+
+def _check(name: str, value: float, minimum: float = 0.0) -> float:
+    value = float(value)
+    if not (value >= minimum and math.isfinite(value)):
+        raise ValueError(f"{name} must be finite and >= {minimum}, got {value}")
+    return value
+
+
+def one_sided_wall(depth: float, outward_speed: float, stiffness: float, damping: float) -> float:
+    """Magnitude of a one-sided wall's push back [N] for a penetration ``depth`` > 0 [m].
+
+    ``outward_speed`` [m/s] only adds damping when moving further in the forbidden region.
+    """
+    return stiffness * depth + damping * max(outward_speed, 0.0)
+
+
+class WorkspaceWalls(StatelessLaw):
+    """Walls of the device's workspace box (device frame), rendered as repulsion.
+
+    Args:
+        lower_m, upper_m: workspace box corners [m], device frame (``DeviceSpec``'s
+            ``workspace_min_m``/``workspace_max_m``).
+        rotation_device_from_task: the renderer's rotation (task to device frame).
+        force_scale: the renderer's force scale (device N per task N).
+        stiffness_n_m: wall stiffness [N/m] at the stylus (a Touch renders ~1000 N/m).
+        damping_n_s_m: damping against moving further out [N s/m] at the stylus.
+        margin_m: the walls stand this far inside the box [m].
+    """
+
+    name = "workspace_walls"
+
+    def __init__(
+        self,
+        lower_m: ArrayLike,
+        upper_m: ArrayLike,
+        rotation_device_from_task: ArrayLike = np.eye(3),
+        force_scale: float = 1.0,
+        stiffness_n_m: float = 400.0,
+        damping_n_s_m: float = 2.0,
+        margin_m: float = 0.01,
+    ) -> None:
+        super().__init__()
+        lower = np.asarray(lower_m, dtype=float).reshape(3)
+        upper = np.asarray(upper_m, dtype=float).reshape(3)
+        self.margin_m = _check("margin_m", margin_m)
+        if not (np.all(np.isfinite(lower)) and np.all(np.isfinite(upper))):
+            raise ValueError("workspace corners must be finite")
+        if np.any(upper - lower <= 2.0 * self.margin_m):
+            raise ValueError(f"workspace box {lower} .. {upper} is not larger than twice the margin")
+        self._lower = (lower + self.margin_m).tolist()
+        self._upper = (upper - self.margin_m).tolist()
+        self.lower_m = tuple(lower.tolist())
+        self.upper_m = tuple(upper.tolist())
+        self.force_scale = _check("force_scale", force_scale, 1e-12)
+        rotation = as_rotation(rotation_device_from_task, "rotation_device_from_task")
+        # Device-to-task force map: the inverse of the renderer's F_dev = s R F_task.
+        self._back = (rotation.T / self.force_scale).tolist()
+        self.stiffness_n_m = _check("stiffness_n_m", stiffness_n_m)
+        self.damping_n_s_m = _check("damping_n_s_m", damping_n_s_m)
+
+    def force(self, state: GuidanceState) -> NDArray[np.float64]:
+        """Wall repulsion [N], task frame (device-frame wall force mapped back)."""
+        pos = state.device_position_m.tolist()
+        vel = state.device_velocity_m_s.tolist()
+        f_dev = [0.0, 0.0, 0.0]
+        for i in range(3):
+            if pos[i] > self._upper[i]:
+                f_dev[i] = -one_sided_wall(pos[i] - self._upper[i], vel[i], self.stiffness_n_m, self.damping_n_s_m)
+            elif pos[i] < self._lower[i]:
+                f_dev[i] = one_sided_wall(self._lower[i] - pos[i], -vel[i], self.stiffness_n_m, self.damping_n_s_m)
+        out = self._out
+        back = self._back
+        for i in range(3):
+            out[i] = back[i][0] * f_dev[0] + back[i][1] * f_dev[1] + back[i][2] * f_dev[2]
+        return out
+
+    def params(self) -> dict[str, object]:
+        """Box, gains and margin as plain data."""
+        return {
+            "law": self.name,
+            "lower_m": list(self.lower_m),
+            "upper_m": list(self.upper_m),
+            "stiffness_n_m": self.stiffness_n_m,
+            "damping_n_s_m": self.damping_n_s_m,
+            "margin_m": self.margin_m,
+        }
+
+
+class ReachLimit(StatelessLaw):
+    """The arm's reach sphere about its shoulder (``state.arm_base_position_m``), task frame.
+
+    Args:
+        reach_m: largest shoulder-to-end-effector distance the arm reaches [m].
+        stiffness_n_m: [N/m]; damping_n_s_m: against moving outward [N s/m].
+        margin_m: the wall stands this far inside the reach [m].
+    """
+
+    name = "reach_limit"
+
+    def __init__(
+        self,
+        reach_m: float,
+        stiffness_n_m: float = 100.0,
+        damping_n_s_m: float = 5.0,
+        margin_m: float = 0.03,
+    ) -> None:
+        super().__init__()
+        self.reach_m = _check("reach_m", reach_m, 1e-6)
+        self.margin_m = _check("margin_m", margin_m)
+        if self.margin_m >= self.reach_m:
+            raise ValueError(f"margin_m {margin_m} must be below reach_m {reach_m}")
+        self.stiffness_n_m = _check("stiffness_n_m", stiffness_n_m)
+        self.damping_n_s_m = _check("damping_n_s_m", damping_n_s_m)
+
+    def force(self, state: GuidanceState) -> NDArray[np.float64]:
+        """Inward push when beyond ``reach_m - margin_m`` [N], task frame."""
+        out = self._out
+        xe = state.ee_position_m.tolist()
+        base = state.arm_base_position_m.tolist()
+        d = [xe[0] - base[0], xe[1] - base[1], xe[2] - base[2]]
+        r = math.sqrt(d[0] ** 2 + d[1] ** 2 + d[2] ** 2)
+        depth = r - (self.reach_m - self.margin_m)
+        if depth <= 0.0:
+            out[:] = 0.0
+            return out
+        v = state.ee_velocity_m_s.tolist()
+        outward = (v[0] * d[0] + v[1] * d[1] + v[2] * d[2]) / r
+        magnitude = one_sided_wall(depth, outward, self.stiffness_n_m, self.damping_n_s_m)
+        for i in range(3):
+            out[i] = -magnitude * d[i] / r
+        return out
+
+    def params(self) -> dict[str, object]:
+        """Reach, gains and margin as plain data."""
+        return {
+            "law": self.name,
+            "reach_m": self.reach_m,
+            "stiffness_n_m": self.stiffness_n_m,
+            "damping_n_s_m": self.damping_n_s_m,
+            "margin_m": self.margin_m,
+        }
+
+
+class JointLimitProximity(StatelessLaw):
+    """Repulsion from joint limits, rendered at the end effector (module docstring).
+
+    Args:
+        lower_rad, upper_rad: (n,) joint limits [rad].
+        stiffness_n_rad: push per radian inside the margin [N/rad].
+        margin_rad: the walls stand this far inside the limits [rad].
+    """
+
+    name = "joint_limits"
+
+    def __init__(
+        self,
+        lower_rad: Sequence[float],
+        upper_rad: Sequence[float],
+        stiffness_n_rad: float = 20.0,
+        margin_rad: float = 0.15,
+    ) -> None:
+        super().__init__()
+        lower = np.asarray(lower_rad, dtype=float).ravel()
+        upper = np.asarray(upper_rad, dtype=float).ravel()
+        if lower.shape != upper.shape or np.any(~(upper > lower)):
+            raise ValueError("joint limits must be two equal-length sequences with upper > lower")
+        self.margin_rad = _check("margin_rad", margin_rad)
+        self.stiffness_n_rad = _check("stiffness_n_rad", stiffness_n_rad)
+        self.lower_rad = tuple(lower.tolist())
+        self.upper_rad = tuple(upper.tolist())
+
+    def force(self, state: GuidanceState) -> NDArray[np.float64]:
+        """Sum of the joints' pushes away from their limits [N], task frame."""
+        out = self._out
+        out[:] = 0.0
+        q = state.joint_position_rad.tolist()
+        if len(q) != len(self.lower_rad):
+            raise ValueError(f"state has {len(q)} joints, the fixture {len(self.lower_rad)}")
+        for i, qi in enumerate(q):
+            depth_up = qi - (self.upper_rad[i] - self.margin_rad)
+            depth_down = (self.lower_rad[i] + self.margin_rad) - qi
+            # sign: -1 pushes q_i down (toward lower values), +1 pushes it up.
+            if depth_up > 0.0:
+                depth, sign = depth_up, -1.0
+            elif depth_down > 0.0:
+                depth, sign = depth_down, 1.0
+            else:
+                continue
+            row = state.jacobian_pinv[i].tolist()
+            norm = math.sqrt(row[0] ** 2 + row[1] ** 2 + row[2] ** 2)
+            if norm < 1e-12:
+                continue  # the end effector cannot move this joint: nothing to render
+            gain = sign * self.stiffness_n_rad * depth / norm
+            out[0] += gain * row[0]
+            out[1] += gain * row[1]
+            out[2] += gain * row[2]
+        return out
+
+    def params(self) -> dict[str, object]:
+        """Limits, gain and margin as plain data."""
+        return {
+            "law": self.name,
+            "lower_rad": list(self.lower_rad),
+            "upper_rad": list(self.upper_rad),
+            "stiffness_n_rad": self.stiffness_n_rad,
+            "margin_rad": self.margin_rad,
+        }

@@ -1,0 +1,28 @@
+"""One import for the servo tick: every guidance law, the state they read, the registry."""
+
+from __future__ import annotations
+
+from guidance.dynamic import CapturePath, DynamicGuidance
+from guidance.fixtures import JointLimitProximity, ReachLimit, WorkspaceWalls
+from guidance.law import GuidanceLaw, NoGuidance, Sum
+from guidance.potential import ObstacleField, PotentialField, SphereObstacle
+from guidance.registry import LAW_NAMES, GuidanceConfigError, make_law
+from guidance.state import GuidanceState
+
+__all__ = [
+    "CapturePath",
+    "DynamicGuidance",
+    "GuidanceConfigError",
+    "GuidanceLaw",
+    "GuidanceState",
+    "JointLimitProximity",
+    "LAW_NAMES",
+    "NoGuidance",
+    "ObstacleField",
+    "PotentialField",
+    "ReachLimit",
+    "SphereObstacle",
+    "Sum",
+    "WorkspaceWalls",
+    "make_law",
+]

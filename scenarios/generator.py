@@ -1,0 +1,89 @@
+"""Seeded random scenarios for training variety and studies.
+
+``random_scenario(seed)`` draws, with ``numpy.random.default_rng(seed)``: the approach
+direction (in the plane for ``planar-3r``; on the upper hemisphere ahead of the arm for
+``spatial-7dof``), the start distance (0.20 to 0.30 m), the speed (0.05 to 0.3 m/s,
+the paper's range and beyond), how much the target's path misses the end effector's
+start (a lateral offset up to 0.1 m), and the motion kind (straight or curved; tumbling
+as well for the spatial model). The same seed always gives the same scenario, and the
+scenario carries that seed for the trial's own random draws.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from capture_trainer.catalog import MODEL_NAMES
+from capture_trainer.errors import ScenarioError
+from scenarios.loader import PLANAR_MODELS
+from scenarios.schema import IDENTITY, CaptureConfig, MappingConfig, RobotConfig, Scenario, TargetConfig
+
+SPEED_RANGE_M_S = (0.05, 0.3)
+DISTANCE_RANGE_M = (0.20, 0.30)
+MAX_MISS_M = 0.1
+#: Touch (x right, y up, z to the user) to a 3-D task frame (x ahead, y left, z up).
+SPATIAL_ROTATION = ((0.0, 0.0, -1.0), (-1.0, 0.0, 0.0), (0.0, 1.0, 0.0))
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    return v / np.linalg.norm(v)
+
+
+def _round(values: np.ndarray, digits: int = 4) -> tuple[float, ...]:
+    return tuple(float(round(v, digits)) + 0.0 for v in values)
+
+
+def random_scenario(seed: int, model: str = "planar-3r") -> Scenario:
+    """A random but valid capture scenario, fully determined by ``seed`` and ``model``.
+
+    Args:
+        seed: non-negative integer; also stored as the scenario's seed.
+        model: one of ``capture_trainer.catalog.MODEL_NAMES``.
+    """
+    if model not in MODEL_NAMES:
+        raise ScenarioError(f"random scenario: model: expected one of {', '.join(MODEL_NAMES)}, got {model!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ScenarioError(f"random scenario: seed: expected an integer >= 0, got {seed!r}")
+    rng = np.random.default_rng(seed)
+    planar = model in PLANAR_MODELS
+    if planar:
+        bearing = rng.uniform(-0.6 * math.pi, 0.6 * math.pi)  # ahead of the arm, +x
+        direction = np.array([math.cos(bearing), math.sin(bearing), 0.0])
+        lateral = np.array([-direction[1], direction[0], 0.0])
+    else:
+        direction = _unit(np.array([rng.uniform(0.3, 1.0), rng.uniform(-0.8, 0.8), rng.uniform(-0.3, 0.9)]))
+        lateral = _unit(np.cross(direction, rng.normal(size=3)))
+    distance = rng.uniform(*DISTANCE_RANGE_M)
+    speed = rng.uniform(*SPEED_RANGE_M_S)
+    miss = rng.uniform(-MAX_MISS_M, MAX_MISS_M)
+    offset = distance * direction
+    # The target heads back toward the start, missing it by `miss` (never head-on only).
+    velocity = speed * _unit(-offset + miss * lateral)
+    kinds = ("linear", "curved") if planar else ("linear", "curved", "tumbling")
+    motion = str(rng.choice(kinds))
+    extra: dict[str, object] = {}
+    if motion == "curved":
+        extra["turn_rate_rad_s"] = float(round(rng.uniform(-0.4, 0.4), 4))
+        extra["turn_axis"] = (0.0, 0.0, 1.0) if planar else _round(_unit(rng.normal(size=3)))
+    elif motion == "tumbling":
+        extra["angular_velocity_rad_s"] = _round(_unit(rng.normal(size=3)) * rng.uniform(0.1, 0.5))
+        extra["lever_arm_m"] = _round(_unit(rng.normal(size=3)) * rng.uniform(0.05, 0.15))
+    target = TargetConfig(
+        radius_m=0.0044 if planar else 0.01,
+        start_offset_m=_round(offset),  # type: ignore[arg-type]
+        velocity_m_s=_round(velocity),  # type: ignore[arg-type]
+        motion=motion,
+        **extra,  # type: ignore[arg-type]
+    )
+    return Scenario(
+        name=f"random-{model}-{seed}",
+        seed=seed,
+        robot=RobotConfig(model),
+        target=target,
+        description=f"Random {motion} approach at {speed:.2f} m/s from {distance:.2f} m (seed {seed})",
+        capture=CaptureConfig(time_limit_s=15.0),
+        mapping=MappingConfig(rotation_task_from_device=IDENTITY if planar else SPATIAL_ROTATION),  # type: ignore[arg-type]
+        source=f"random:{model}:{seed}",
+    )

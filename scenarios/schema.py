@@ -1,0 +1,213 @@
+"""The scenario schema: frozen dataclasses, SI units, task frame unless named otherwise.
+
+A scenario is everything an experimenter varies between trials without editing code.
+Files are TOML (see :mod:`scenarios.loader` and ``docs/readme/scenarios.md``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from scenarios.motion import CurvedMotion, LinearMotion, TargetMotion, TumblingMotion
+
+Vec3 = tuple[float, float, float]
+Mat3 = tuple[Vec3, Vec3, Vec3]
+
+MOTION_KINDS: tuple[str, ...] = ("linear", "curved", "tumbling")
+SATURATION_MODES: tuple[str, ...] = ("norm", "axis")
+IDENTITY: Mat3 = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))
+
+#: Guidance parameters a scenario may set per condition, with their lower bounds
+#: (``>`` when strict). They are keyword arguments of ``guidance.registry.make_law``.
+GUIDANCE_PARAMS: dict[str, dict[str, tuple[float, bool]]] = {
+    "dg": {
+        "m_kg": (0.0, True),
+        "c_n_s_m": (0.0, False),
+        "k_p": (0.0, True),
+        "k_d": (0.0, False),
+        "takeover_force_n": (0.0, True),
+        "takeover_hold_s": (0.0, False),
+        "max_path_deviation_m": (0.0, False),
+        "replan_interval_s": (0.0, False),
+    },
+    "apf": {"k_n_m": (0.0, True), "saturation_distance_m": (0.0, True)},
+    "ng": {},
+}
+
+
+@dataclass(frozen=True)
+class RobotConfig:
+    """The manipulator and its spacecraft base.
+
+    Attributes:
+        model: one of ``capture_trainer.catalog.MODEL_NAMES``.
+        initial_joints_rad: start joint angles [rad]; ``None``: the model's default pose.
+        base_mass_kg: base mass override [kg]; ``None``: the model's value.
+        base_inertia_kg_m2: base inertia about its centre of mass, base frame [kg m²]
+            (3x3, symmetric positive definite); ``None``: the model's value.
+    """
+
+    model: str
+    initial_joints_rad: tuple[float, ...] | None = None
+    base_mass_kg: float | None = None
+    base_inertia_kg_m2: Mat3 | None = None
+
+
+@dataclass(frozen=True)
+class TargetConfig:
+    """The debris' capture point and how it moves (task frame).
+
+    Attributes:
+        radius_m: target radius [m]; subtracted from the distance ("reached" at ≤ 0).
+        start_offset_m: capture point at ``t = 0`` relative to the end effector's initial
+            position [m] (the trial resolves it with the model's forward kinematics).
+        velocity_m_s: capture-point velocity at ``t = 0`` (linear, curved) or velocity of
+            the debris' centre (tumbling) [m/s].
+        motion: ``linear`` | ``curved`` | ``tumbling``.
+        turn_rate_rad_s, turn_axis: curved motion: the velocity turns at this rate
+            [rad/s] about this axis.
+        angular_velocity_rad_s, lever_arm_m: tumbling: the debris' angular velocity
+            [rad/s] and the capture point relative to the debris' centre at ``t = 0`` [m].
+    """
+
+    radius_m: float
+    start_offset_m: Vec3
+    velocity_m_s: Vec3
+    motion: str = "linear"
+    turn_rate_rad_s: float = 0.0
+    turn_axis: Vec3 = (0.0, 0.0, 1.0)
+    angular_velocity_rad_s: Vec3 = (0.0, 0.0, 0.0)
+    lever_arm_m: Vec3 = (0.0, 0.0, 0.0)
+
+
+@dataclass(frozen=True)
+class CaptureConfig:
+    """When a capture counts and how long a trial runs.
+
+    Attributes:
+        tolerance_m: reached while ``distance − radius ≤ tolerance_m`` [m].
+        post_capture_window_s: window after the first reach for the MSE metrics [s].
+        time_limit_s: the trial ends after this [s].
+    """
+
+    tolerance_m: float = 0.0
+    post_capture_window_s: float = 1.0
+    time_limit_s: float = 10.0
+
+
+@dataclass(frozen=True)
+class GuidanceConfig:
+    """Per-condition guidance parameters (only those the file sets; the law has defaults).
+
+    Attributes:
+        dg, apf, ng: ``(name, value)`` pairs, keyword arguments of ``make_law``.
+    """
+
+    dg: tuple[tuple[str, float], ...] = ()
+    apf: tuple[tuple[str, float], ...] = ()
+    ng: tuple[tuple[str, float], ...] = ()
+
+    def params(self, condition: str) -> dict[str, float]:
+        """Keyword arguments for ``guidance.registry.make_law(condition, ...)``."""
+        return dict(getattr(self, condition, ()))
+
+
+@dataclass(frozen=True)
+class FixturesConfig:
+    """Which forbidden-region fixtures are rendered in every condition with guidance."""
+
+    workspace_walls: bool = True
+    reach_limit: bool = True
+    joint_limits: bool = True
+
+
+@dataclass(frozen=True)
+class MappingConfig:
+    """Device-to-task mapping: ``x_task = x_ee0 + s R (x_dev − x_dev0)``, ``F_dev = k_f Rᵀ F_task``.
+
+    The offset is not a field: the trial anchors the stylus position at the start
+    ``x_dev0`` to the end effector's initial position ``x_ee0``, so nothing jumps.
+
+    Attributes:
+        position_scale: task metres per device metre ``s``.
+        force_scale: device newtons per task newton ``k_f``.
+        rotation_task_from_device: ``R``, device-frame vectors to the task frame.
+    """
+
+    position_scale: float = 1.75
+    force_scale: float = 1.0
+    rotation_task_from_device: Mat3 = IDENTITY
+
+
+@dataclass(frozen=True)
+class RenderingConfig:
+    """Force rendering limits (``guidance.rendering.ForceRenderer``), device frame.
+
+    Attributes:
+        max_force_n: saturation [N]; saturation: ``norm`` | ``axis``;
+        ramp_time_s: ramp-in time [s]; max_rate_n_s: force-rate limit [N/s].
+    """
+
+    max_force_n: float = 3.0
+    saturation: str = "norm"
+    ramp_time_s: float = 0.5
+    max_rate_n_s: float = 1000.0
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One capture task. Built by :func:`scenarios.loader.load_scenario`.
+
+    Attributes:
+        name: scenario name (the file stem unless the file says otherwise).
+        description: one line for ``scenarios list``.
+        seed: the random seed of everything random in a trial of this scenario.
+        source: where it was loaded from (path or ``builtin:NAME``); not compared.
+    """
+
+    name: str
+    seed: int
+    robot: RobotConfig
+    target: TargetConfig
+    description: str = ""
+    capture: CaptureConfig = field(default_factory=CaptureConfig)
+    guidance: GuidanceConfig = field(default_factory=GuidanceConfig)
+    fixtures: FixturesConfig = field(default_factory=FixturesConfig)
+    mapping: MappingConfig = field(default_factory=MappingConfig)
+    rendering: RenderingConfig = field(default_factory=RenderingConfig)
+    source: str = field(default="", compare=False)
+
+    def target_motion(self, ee0_m: ArrayLike) -> TargetMotion:
+        """The capture point's motion, given the end effector's initial position ``ee0_m`` [m].
+
+        Args:
+            ee0_m: (3,) end-effector position at ``t = 0`` [m], task frame.
+        """
+        target = self.target
+        p0 = np.asarray(ee0_m, dtype=float).reshape(3) + np.asarray(target.start_offset_m)
+        if target.motion == "curved":
+            return CurvedMotion(p0, target.velocity_m_s, target.turn_rate_rad_s, target.turn_axis)
+        if target.motion == "tumbling":
+            return TumblingMotion(p0, target.velocity_m_s, target.angular_velocity_rad_s, target.lever_arm_m)
+        return LinearMotion(p0, target.velocity_m_s)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain data (the trial log's ``scenario_config``); ``None`` fields omitted."""
+        data = asdict(self)
+        del data["source"]
+        data["guidance"] = {name: dict(pairs) for name, pairs in data["guidance"].items()}
+        data["robot"] = {k: v for k, v in data["robot"].items() if v is not None}
+        return _lists(data)
+
+
+def _lists(value: Any) -> Any:
+    """Tuples to lists, recursively (TOML/JSON friendly)."""
+    if isinstance(value, dict):
+        return {k: _lists(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_lists(v) for v in value]
+    return value
