@@ -229,16 +229,11 @@ def build_trial(request: TrialRequest, out_dir: str | Path) -> Trial:
         ee0 = arm.measure().ee_position_m.copy()
         target = scenario.target_motion(ee0)
         mapping_config = scenario.mapping
-        device_position0 = (
-            np.array(device.read().position_m) if device is not None else np.zeros(3)
-        )
         rotation = np.array(mapping_config.rotation_task_from_device)
-        # The stylus where it is now maps to the end effector where it is now: no jump.
-        offset = ee0 - mapping_config.position_scale * rotation @ device_position0
+        # The offset is set on the first tick, from the stylus' first reading.
         mapping = WorkspaceMapping(
             scale=mapping_config.position_scale,
             rotation_task_from_device=rotation,
-            offset_m=offset,
             force_scale=mapping_config.force_scale,
         )
         law_name = "ng" if automatic else request.condition

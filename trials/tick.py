@@ -27,6 +27,7 @@ from numpy.typing import NDArray
 from capture_trainer import trial_log
 from guidance.rendering import RenderedForce
 from guidance.state import GuidanceState
+from haptics.device import BUTTON_ENGAGE
 
 #: Stage names, in tick order, for the per-stage timing of ``capture-trainer bench servo``.
 STAGES = ("device", "slave", "plant", "target", "guidance", "render", "command", "record")
@@ -178,6 +179,11 @@ class ServoTick:
             state = device.read()
             self._dev_pos[:] = state.position_m
             self._dev_vel[:] = state.velocity_m_s
+            if self.k == 0:
+                self._anchor(state.position_m)
+            # The engage button is a dead-man switch: held, the arm follows the stylus;
+            # released, the stylus is clutched (free to re-centre) and the arm holds.
+            self.mapping.set_clutch(not (state.buttons & BUTTON_ENGAGE))
             self.mapping.to_task(state.position_m, state.velocity_m_s, cmd_pos, cmd_vel)
         else:
             cmd_pos[:] = self._target_pos
@@ -275,6 +281,13 @@ class ServoTick:
             self.end_reason = "capture_window_done"
             return False
         return self.k < self.max_ticks
+
+    def _anchor(self, device_position_m: NDArray[np.float64]) -> None:
+        """Map the stylus' first reading to the end effector's start: no jump at t = 0."""
+        mapping = self.mapping
+        mapping.offset_m[:] = self._ee0 - mapping.scale * (
+            mapping.rotation_task_from_device @ device_position_m
+        )
 
     def _zero_force(self) -> None:
         if self.device is not None:
