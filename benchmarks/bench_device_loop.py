@@ -6,9 +6,10 @@ representative tick (read the stylus, render a spring, command the force through
 safety layer) and reports the achieved callback period (mean, p99, p99.9, max) and the
 overruns (periods > 1.5 ms) from ``haptics.timing.ServoTiming``.
 
-``--contention`` adds two runs with a busy Python thread beside the loop (what drawing
-or analysis does to the GIL): once with the backend's switch interval (0.5 ms) and once
-with Python's default (5 ms), to show why the backend lowers it.
+``--contention`` adds runs with a Python thread beside the loop (what drawing or analysis
+does to the GIL): a drawing-like thread (5 ms of Python per 60 Hz frame), and a thread
+that never sleeps, once with the backend's switch interval (0.5 ms) and once with
+Python's default (5 ms), to show why the backend lowers it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import json
 import os
 import platform
 import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 PERIOD_KEYS = (("mean", "mean_period_ms"), ("p50", "p50_period_ms"), ("p99", "p99_period_ms"),
@@ -34,19 +37,33 @@ def add_bench(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_handler)
 
 
-def _busy_python(stop: threading.Event) -> None:
-    """Pure-Python work that holds the GIL as long as the interpreter lets it."""
+def _python_work(seconds: float) -> None:
+    """Pure-Python work (holds the GIL as long as the interpreter lets it)."""
+    end = time.perf_counter() + seconds
     acc = 0
-    while not stop.is_set():
-        for i in range(10_000):
+    while time.perf_counter() < end:
+        for i in range(1_000):
             acc += i * i % 7
 
 
-def _measure(seconds: float, switch_interval_s: float | None, contention: bool) -> dict[str, Any]:
+def _busy_python(stop: threading.Event) -> None:
+    """A thread that never sleeps: the worst neighbour of the servo loop."""
+    while not stop.is_set():
+        _python_work(0.01)
+
+
+def _display_rate_python(stop: threading.Event) -> None:
+    """A drawing-like thread: 5 ms of Python work per 60 Hz frame, sleeping between."""
+    while not stop.wait(1.0 / 60.0 - 0.005):
+        _python_work(0.005)
+
+
+def _measure(
+    seconds: float, switch_interval_s: float | None, neighbour: Callable[[threading.Event], None] | None
+) -> dict[str, Any]:
     import numpy as np
 
     from haptics.backends import open_device
-    from haptics.device import BUTTON_ENGAGE
 
     force = np.zeros(3)
     stiffness_n_m = 200.0
@@ -58,12 +75,10 @@ def _measure(seconds: float, switch_interval_s: float | None, contention: bool) 
         def tick() -> bool:
             state = device.read()
             np.multiply(state.position_m, -stiffness_n_m, out=force)
-            if state.buttons & BUTTON_ENGAGE:
-                force[1] += 0.1
             device.command_force(force)
             return True
 
-        worker = threading.Thread(target=_busy_python, args=(stop,), daemon=True) if contention else None
+        worker = threading.Thread(target=neighbour, args=(stop,), daemon=True) if neighbour else None
         if worker is not None:
             worker.start()
         try:
@@ -73,12 +88,15 @@ def _measure(seconds: float, switch_interval_s: float | None, contention: bool) 
             if worker is not None:
                 worker.join()
         run = device.last_run
-    assert run is not None
+    if run is None:
+        raise RuntimeError("the device recorded no run")
     return {
         "period_ms": {key: run[field] for key, field in PERIOD_KEYS},
         "overruns": run["overruns"],
         "overrun_threshold_ms": 1.5 * run["expected_period_ms"],
-        "periods_over_2ms": int(sum(c for c, lo in zip(run["histogram_counts"], run["histogram_edges_ms"]) if lo >= 2.0)),
+        "periods_over_2ms": int(sum(
+            count for count, low_ms in zip(run["histogram_counts"], run["histogram_edges_ms"]) if low_ms >= 2.0
+        )),
         "ticks": run["ticks"],
         "rate_hz": run["rate_hz"],
         "callback_busy_ms": {"mean": run["busy_ms_mean"], "max": run["busy_ms_max"]},
@@ -94,17 +112,24 @@ def run_bench(seconds: float = 10.0, contention: bool = False) -> dict[str, Any]
 
     path = os.environ.get(LIBHD_ENV) or str(build_double())
     os.environ[LIBHD_ENV] = path
-    result = _measure(seconds, 5e-4, contention=False)
+    lib = ctypes.CDLL(path)
+    if hasattr(lib, "hdd_set_hand_trajectory"):  # the double: a hand moving the stylus
+        vec3 = ctypes.c_double * 3
+        lib.hdd_set_hand_trajectory(vec3(0.0, 0.0, 0.0), vec3(20.0, 10.0, 5.0), ctypes.c_double(1.0))
+    result = _measure(seconds, 5e-4, None)
     result["seconds"] = seconds
     result["libhd"] = path
-    stats = double_stats(ctypes.CDLL(path))
+    stats = double_stats(lib)
     result["double_late_ticks"] = stats["late_ticks"] if stats else None
-    result["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform(),
-                         "python": platform.python_version(), "processor": platform.processor() or platform.machine()}
+    result["machine"] = {
+        "cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+        "processor": platform.processor() or platform.machine(),
+    }
     if contention:
         result["contention"] = {
-            "switch_0.5ms": _measure(seconds, 5e-4, contention=True),
-            "switch_default_5ms": _measure(seconds, None, contention=True),
+            "drawing_60hz_switch_0.5ms": _measure(seconds, 5e-4, _display_rate_python),
+            "busy_thread_switch_0.5ms": _measure(seconds, 5e-4, _busy_python),
+            "busy_thread_switch_default_5ms": _measure(seconds, None, _busy_python),
         }
     return result
 

@@ -222,6 +222,8 @@ def build_trial(request: TrialRequest, out_dir: str | Path) -> Trial:
     automatic = request.condition == "as"
     seed = int(request.seed)
     device = None if automatic else _make_device(request, scenario, seed)
+    if device is not None:
+        device.__enter__()  # a real device starts its scheduler here
     arm = PyBulletArm(model, q0_rad=q0, dt_s=DT_S, gui=request.gui)
     try:
         k_p, k_d = CAPTURE_GAINS if automatic else TELEOP_GAINS

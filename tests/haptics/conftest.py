@@ -1,0 +1,65 @@
+"""Fixtures for the haptics tests: the libHD double, built once per session.
+
+libHD is loaded once per process (pyOpenHaptics opens it at import), so every test that
+drives the OpenHaptics backend runs a scenario of ``libhd_double/scenarios.py`` in its
+own subprocess and asserts on the JSON it prints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from haptics._hd_api import LIBHD_ENV
+from haptics._hd_double import build_double
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SCENARIOS = Path(__file__).resolve().parent / "libhd_double" / "scenarios.py"
+
+RunScenario = Callable[..., dict]
+
+
+@pytest.fixture(scope="session")
+def libhd_double(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Path of the freshly compiled libHD double (``libHD.so``)."""
+    return build_double(tmp_path_factory.mktemp("libhd"))
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment of a subprocess: no libHD preload or search path unless given."""
+    env = {k: v for k, v in os.environ.items() if k not in (LIBHD_ENV, "LD_LIBRARY_PATH", "LD_PRELOAD")}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    env.update(extra)
+    return env
+
+
+@pytest.fixture(scope="session")
+def subprocess_env() -> Callable[..., dict[str, str]]:
+    """``subprocess_env(**extra)``: a clean environment for a child interpreter."""
+    return clean_env
+
+
+@pytest.fixture(scope="session")
+def run_scenario(libhd_double: Path) -> RunScenario:
+    """``run_scenario(name, with_libhd=True, **env) -> dict`` in a fresh interpreter."""
+
+    def run(name: str, with_libhd: bool = True, **env: str) -> dict:
+        extra = {LIBHD_ENV: str(libhd_double)} if with_libhd else {}
+        result = subprocess.run(
+            [sys.executable, str(SCENARIOS), name],
+            env=clean_env(**extra, **env),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert result.returncode == 0, f"scenario {name} failed:\n{result.stdout}\n{result.stderr}"
+        return json.loads(result.stdout.strip().splitlines()[-1])
+
+    return run
