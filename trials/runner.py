@@ -168,7 +168,29 @@ def _impact_velocity(recorder: TrialRecorder, reached_at_s: float) -> float:
     return float(np.linalg.norm(np.subtract(ee_v, tg_v)))
 
 
-def _make_device(request: TrialRequest, scenario: Any, seed: int) -> Any:
+def device_start_position(scenario: Any, ee0_m: np.ndarray, spec: Any) -> np.ndarray:
+    """Where the stylus should start [m], device frame, so that the capture happens in
+    the middle of the device's workspace.
+
+    The task region of a capture spans the end effector's start and the target's path
+    up to its closest approach to that start; the stylus starts where the centre of that
+    region maps to the centre of the usable workspace (clipped inside the workspace).
+    """
+    target = scenario.target_motion(ee0_m)
+    horizon = min(scenario.capture.time_limit_s, 10.0)
+    times = np.linspace(0.0, horizon, 201)
+    path, _, _ = target.sample(times)
+    closest = int(np.argmin(np.linalg.norm(path - ee0_m, axis=1)))
+    region = np.vstack([ee0_m, path[: closest + 1]])
+    centre_task = 0.5 * (region.min(axis=0) + region.max(axis=0))
+    mapping = scenario.mapping
+    rotation = np.array(mapping.rotation_task_from_device)
+    low, high = np.array(spec.workspace_min_m), np.array(spec.workspace_max_m)
+    start = 0.5 * (low + high) - rotation.T @ (centre_task - ee0_m) / mapping.position_scale
+    return np.clip(start, low + 0.1 * (high - low), high - 0.1 * (high - low))
+
+
+def _make_device(request: TrialRequest, scenario: Any, seed: int, ee0_m: np.ndarray) -> Any:
     """The device backend: a simulated device held by a simulated participant, or a real
     or stand-in device held by a person."""
     if request.device == "simulated":
@@ -184,7 +206,11 @@ def _make_device(request: TrialRequest, scenario: Any, seed: int) -> Any:
                     f"participant is a simulated kind: {', '.join(PARTICIPANT_KINDS)}"
                 )
             operator = make_operator(request.participant, seed=seed, dt_s=DT_S)
-        return SimulatedDevice(operator=operator, dt_s=DT_S, seed=seed, **request.device_options)
+        from haptics.simulated import TOUCH_LIKE_SPEC
+
+        options = dict(request.device_options)
+        options.setdefault("initial_position_m", device_start_position(scenario, ee0_m, TOUCH_LIKE_SPEC))
+        return SimulatedDevice(operator=operator, dt_s=DT_S, seed=seed, **options)
     from haptics.backends import open_device
 
     return open_device(request.device, **request.device_options)
@@ -221,14 +247,15 @@ def build_trial(request: TrialRequest, out_dir: str | Path) -> Trial:
     q0 = None if robot_config.initial_joints_rad is None else np.array(robot_config.initial_joints_rad)
     automatic = request.condition == "as"
     seed = int(request.seed)
-    device = None if automatic else _make_device(request, scenario, seed)
-    if device is not None:
-        device.__enter__()  # a real device starts its scheduler here
     arm = PyBulletArm(model, q0_rad=q0, dt_s=DT_S, gui=request.gui)
+    device = None
     try:
+        ee0 = arm.measure().ee_position_m.copy()
+        device = None if automatic else _make_device(request, scenario, seed, ee0)
+        if device is not None:
+            device.__enter__()  # a real device starts its scheduler here
         k_p, k_d = CAPTURE_GAINS if automatic else TELEOP_GAINS
         slave = SlaveController(model, arm, solver=request.solver, k_p=k_p, k_d=k_d, dt_s=DT_S)
-        ee0 = arm.measure().ee_position_m.copy()
         target = scenario.target_motion(ee0)
         mapping_config = scenario.mapping
         rotation = np.array(mapping_config.rotation_task_from_device)
@@ -240,6 +267,9 @@ def build_trial(request: TrialRequest, out_dir: str | Path) -> Trial:
         )
         law_name = "ng" if automatic else request.condition
         law = make_law(law_name, **scenario.guidance.params(law_name))
+        shoulder_m, reach_m = _shoulder_and_reach(arm)
+        if law_name != "ng":
+            law = _with_fixtures(law, scenario, device, rotation, reach_m)
         rendering = scenario.rendering
         max_force = rendering.max_force_n
         if device is not None:
@@ -308,6 +338,7 @@ def build_trial(request: TrialRequest, out_dir: str | Path) -> Trial:
                 else math.inf
             ),
         )
+        tick.guidance_state.arm_base_position_m[:] = shoulder_m
         clock = _make_clock(request, device)
     except BaseException:
         arm.close()
@@ -325,6 +356,38 @@ def build_trial(request: TrialRequest, out_dir: str | Path) -> Trial:
         max_ticks=max_ticks,
         n_joints=model.n_joints,
     )
+
+
+def _shoulder_and_reach(arm: Any) -> tuple[np.ndarray, float]:
+    """The first joint's position [m] (task frame, at the start; the base barely moves
+    under reactionless control) and an upper bound of the arm's reach from it [m]: the
+    sum of the rigid segments between consecutive joint origins and the end effector."""
+    points = arm.link_positions_m()
+    segments = np.linalg.norm(np.diff(points[1:], axis=0), axis=1)
+    return points[1].copy(), float(segments.sum())
+
+
+def _with_fixtures(law: Any, scenario: Any, device: Any | None, rotation: np.ndarray, reach_m: float) -> Any:
+    """The law plus the scenario's forbidden-region fixtures (device walls, arm reach)."""
+    from guidance.fixtures import ReachLimit, WorkspaceWalls
+    from guidance.law import Sum
+
+    fixtures = scenario.fixtures
+    parts = [law]
+    if fixtures.workspace_walls and device is not None:
+        parts.append(
+            WorkspaceWalls(
+                device.spec.workspace_min_m,
+                device.spec.workspace_max_m,
+                rotation_device_from_task=rotation.T,
+                force_scale=scenario.mapping.force_scale,
+            )
+        )
+    if fixtures.reach_limit:
+        parts.append(ReachLimit(reach_m))
+    # Joint-limit proximity needs the IK's Jacobian pseudoinverse in the guidance state,
+    # which the slave controller does not expose yet: not rendered (see the README).
+    return parts[0] if len(parts) == 1 else Sum(*parts)
 
 
 def _participant_metadata(request: TrialRequest, automatic: bool) -> dict[str, Any]:

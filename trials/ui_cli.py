@@ -24,7 +24,7 @@ def _window_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--view", choices=("window", "pybullet"), default="window",
-        help="pybullet: also open PyBullet's 3-D GUI from the servo process (needs a display)",
+        help="pybullet: also PyBullet's 3-D view of the attempt (a viewer process; needs a display)",
     )
     parser.add_argument("--fps", type=float, default=60.0, help="display rate [Hz]")
     parser.add_argument("--stop-after", type=float, metavar="S",
@@ -121,10 +121,15 @@ def _session(args: argparse.Namespace) -> int:
 
 def _print_results(results: list[AttemptResult]) -> None:
     for result in results:
+        if result.status == "error":
+            print(f"{result.spec.trial_id}: error: {result.message}")
+            continue
         timing = result.timing
         print(
             f"{result.summary.get('trial_id', result.spec.trial_id)}: {result.status}, "
             f"servo {timing.get('rate_hz', float('nan')):.1f} Hz, "
             f"p99 {timing.get('p99_period_ms', float('nan')):.3f} ms, "
-            f"overruns {timing.get('overruns', '?')}, file {result.summary.get('path', '-')}"
+            f"overruns {timing.get('overruns', '?')}, "
+            f"worst {timing.get('max_period_ms', float('nan')):.2f} ms, "
+            f"file {result.summary.get('path', '-')}"
         )

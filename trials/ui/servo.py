@@ -48,6 +48,8 @@ OVERRUN_S = 1.5e-3
 RUNNER_FACTORY = "trials.runner:build_trial"
 #: The servo process's GIL switch interval [s] (Python's default is 5 ms).
 SWITCH_INTERVAL_S = 1e-4
+#: Most joints the joint-angle channel carries.
+MAX_JOINTS = 16
 #: Ticks of the throw-away warm-up trial run before a scenario's first attempt.
 WARM_UP_TICKS = 20
 #: SCHED_FIFO priority of the servo process (1..99; low, above every normal process).
@@ -66,7 +68,8 @@ class ServoOptions:
         input_name: the window's :class:`trials.ui.shared_input.SharedInput` block; when
             set, ``--device mouse`` requests carry ``device_options={"input_name": ...}``
             (the runner then builds a :class:`~trials.ui.shared_input.SharedInputDevice`).
-        gui: open the PyBullet GUI (``--view pybullet``): requests carry ``gui=True``.
+        publish_joints: also publish the joint angles (every ``snapshot_every`` ticks) in
+            :attr:`ServoProcess.joints`, for the PyBullet view (``--view pybullet``).
         snapshot_every: publish a snapshot every this many ticks.
         metrics: compute the trial's metrics (``analysis.metrics``) after each attempt.
         priority: ``realtime`` (try SCHED_FIFO, else ``high``), ``high`` (try nice -10)
@@ -75,7 +78,7 @@ class ServoOptions:
 
     factory: str = RUNNER_FACTORY
     input_name: str | None = None
-    gui: bool = False
+    publish_joints: bool = False
     snapshot_every: int = 10
     metrics: bool = True
     priority: str = "realtime"
@@ -132,9 +135,12 @@ class ServoProcess:
         ctx = multiprocessing.get_context("spawn")
         self._conn, child_conn = ctx.Pipe()
         self.control = ctx.RawArray("d", _CONTROL_SIZE)
+        #: The running attempt's joint angles [rad] (with ``publish_joints``; unsynchronised:
+        #: a display may see angles of two neighbouring publishes, never a torn float).
+        self.joints = ctx.RawArray("d", MAX_JOINTS)
         self.process = ctx.Process(
             target=servo_main,
-            args=(child_conn, self.control, self.options),
+            args=(child_conn, self.control, self.joints, self.options),
             name="capture-trainer-servo",
             daemon=True,
         )
@@ -199,7 +205,7 @@ class ServoProcess:
         self._conn.close()
 
 
-def servo_main(conn: Connection, control: Any, options: ServoOptions) -> None:
+def servo_main(conn: Connection, control: Any, joints: Any, options: ServoOptions) -> None:
     """The child's loop: wait for a command, run the attempt, report; until ``quit``."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s servo: %(message)s")
     # The recorder's flusher thread shares this interpreter: a short switch interval
@@ -226,7 +232,8 @@ def servo_main(conn: Connection, control: Any, options: ServoOptions) -> None:
             if payload.scenario not in warmed:
                 warm_up(build, request_type, payload.scenario, payload.condition)
                 warmed.add(payload.scenario)
-            conn.send(_run_attempt(payload, build, request_type, control, options, conn, priority))
+            conn.send(_run_attempt(payload, build, request_type, (control, joints), options, conn,
+                                   priority))
 
 
 def warm_up(build: Any, request_type: Any, scenario: str, condition: str) -> None:
@@ -236,18 +243,23 @@ def warm_up(build: Any, request_type: Any, scenario: str, condition: str) -> Non
     milliseconds); doing that here, before the person's attempt starts, keeps it out of
     the attempt's servo timing. Failures are left for the real build to report.
     """
+    from trials.snapshot import SharedSnapshot, SnapshotLayout
+
     values = {"scenario": scenario, "condition": condition, "participant": "novice",
               "seed": 0, "device": "simulated", "time_limit_s": 1.0, "trial_id": "warm-up"}
     known = {f.name for f in fields(request_type)}
     try:
         with tempfile.TemporaryDirectory(prefix="capture-trainer-warm-up-") as tmp:
             trial = build(request_type(**{k: v for k, v in values.items() if k in known}), Path(tmp))
+            snapshot = SharedSnapshot(SnapshotLayout(trial.n_joints))
             try:
+                trial.attach_snapshot(snapshot, every_n_ticks=1)  # the display path too
                 for _ in range(WARM_UP_TICKS):
                     if not trial.tick():
                         break
             finally:
                 trial.abort("warm-up")
+                snapshot.close()
     except Exception as error:  # noqa: BLE001 - the attempt's own build reports it
         log.debug("warm-up of %s failed: %s", scenario, error)
 
@@ -279,30 +291,31 @@ def raise_priority(wanted: str) -> str:
 
 
 def _request(spec: AttemptSpec, request_type: Any, options: ServoOptions) -> Any:
-    """The runner's ``TrialRequest``: paced; GUI and pointer input from the options."""
+    """The runner's ``TrialRequest``: paced; pointer input from the options."""
     known = {f.name for f in fields(request_type)}
     values = {k: v for k, v in asdict(spec).items() if k in known}
     values["paced"] = True
-    if options.gui:
-        values["gui"] = True
     if options.input_name is not None and spec.device == "mouse":
         values["device_options"] = {"input_name": options.input_name}
     return request_type(**values)
 
 
 def _run_attempt(
-    spec: AttemptSpec, build: Any, request_type: Any, control: Any, options: ServoOptions,
-    conn: Connection, priority: str,
+    spec: AttemptSpec, build: Any, request_type: Any, shared: tuple[Any, Any],
+    options: ServoOptions, conn: Connection, priority: str,
 ) -> tuple[str, dict[str, Any]]:
+    from capture_trainer.trial_log import joint_position_column
     from trials.snapshot import SharedSnapshot, SnapshotLayout
 
+    control, joints = shared
     try:
         request = _request(spec, request_type, options)
         trial = build(request, Path(spec.out_dir))
     except CaptureTrainerError as error:
         return "error", {"message": str(error)}
-    except TypeError as error:  # a runner without the pointer-input device (see README)
-        return "error", {"message": f"the trial runner cannot build this attempt: {error}"}
+    except Exception as error:  # noqa: BLE001 - a bug, but the window must say so and go on
+        log.exception("building attempt %s failed", spec.trial_id)
+        return "error", {"message": f"building the attempt failed: {error!r}"}
     if spec.metadata:
         trial.recorder.update_metadata(**spec.metadata)
     path = str(trial.recorder.path)
@@ -310,7 +323,12 @@ def _run_attempt(
     try:
         trial.attach_snapshot(snapshot, every_n_ticks=options.snapshot_every)
         conn.send(("started", {**_describe(trial, snapshot, spec), "priority": priority}))
-        tick = _guarded(trial.tick, control)
+        columns = None
+        if options.publish_joints and trial.n_joints <= MAX_JOINTS:
+            recorder = trial.recorder
+            columns = [recorder.column_index(joint_position_column(j)) for j in range(trial.n_joints)]
+        tick = _guarded(trial.tick, control, joints, trial.recorder.row, columns,
+                        options.snapshot_every)
         control[RUNNING] = 1.0
         error: BaseException | None = None
         try:
@@ -320,7 +338,8 @@ def _run_attempt(
             log.exception("attempt %s failed", spec.trial_id)
         finally:
             control[RUNNING] = 0.0
-        timing = trial.clock.timing.summary()
+        clock_timing = getattr(trial.clock, "timing", None)
+        timing = clock_timing.summary() if clock_timing is not None else {}
         if error is not None:
             trial.abort(f"fault: {error!r}")
             summary = {"path": path, "end_reason": "fault"}
@@ -370,11 +389,15 @@ def _metrics(path: str | None) -> dict[str, Any]:
         return {}
 
 
-def _guarded(tick: Any, control: Any) -> Any:
-    """Wrap the tick: stop on the abort flag; keep the live statistics (allocation-free)."""
+def _guarded(tick: Any, control: Any, joints: Any, row: Any, columns: list[int] | None,
+             every: int) -> Any:
+    """Wrap the tick: stop on the abort flag; keep the live statistics; every ``every``
+    ticks copy the joint angles from the recorder's row (``columns``; None: do not).
+    Allocation-free apart from Python floats."""
     now = time.perf_counter
     last = [math.nan, now(), 0.0, 0.0]  # previous tick, window start, overruns, worst period
     count = [0]
+    pairs = list(enumerate(columns or ()))
 
     def guarded() -> bool:
         if control[ABORT] != 0.0:
@@ -394,7 +417,11 @@ def _guarded(tick: Any, control: Any) -> Any:
             control[TICKS] = n
             control[OVERRUNS] = last[2]
             control[WORST_MS] = last[3] * 1e3
-        return tick()
+        going = tick()
+        if pairs and n % every == 0:
+            for j, column in pairs:
+                joints[j] = row[column]
+        return going
 
     control[TICKS] = control[OVERRUNS] = control[WORST_MS] = control[RATE_HZ] = 0.0
     return guarded

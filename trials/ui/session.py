@@ -35,8 +35,14 @@ INSTRUCTIONS: dict[str, str] = {
 }
 
 
-def participant_plan(protocol: Protocol, participant_id: str) -> list[TrialSpec]:
+def participant_plan(protocol: Protocol, participant_id: str, kind: str = "human") -> list[TrialSpec]:
     """The participant's trials in session order (see the module docstring).
+
+    Args:
+        protocol: the loaded protocol.
+        participant_id: the participant's id.
+        kind: ``human``, or the simulated operator's kind when a session is watched with
+            the simulated device (recorded in ``study.json`` and the trial files).
 
     Raises:
         TrialError: an empty id, or the controller's id.
@@ -46,9 +52,9 @@ def participant_plan(protocol: Protocol, participant_id: str) -> list[TrialSpec]
         raise TrialError(f"a participant id is needed (not {participant_id!r})")
     ids = protocol.participants.ids if protocol.participants.kind == "human" else ()
     if participant_id in ids:
-        everyone = [(pid, "human", {}) for pid in ids]
+        everyone = [(pid, kind if pid == participant_id else "human", {}) for pid in ids]
     else:
-        everyone = [(participant_id, "human", {})]
+        everyone = [(participant_id, kind, {})]
     specs = [s for s in plan_trials(protocol, everyone) if s.participant_id == participant_id]
     return sorted(specs, key=lambda s: s.order_index)
 
@@ -63,8 +69,11 @@ def _read_study(out_dir: Path) -> dict[str, object] | None:
         raise TrialError(f"{path}: not a readable study file ({error})") from None
 
 
-def prepare_session(protocol: Protocol, participant_id: str, out_dir: Path) -> list[TrialSpec]:
-    """Plan the participant's trials and record them in ``out_dir/study.json``.
+def prepare_session(
+    protocol: Protocol, participant_id: str, out_dir: Path, kind: str = "human"
+) -> list[TrialSpec]:
+    """Plan the participant's trials (:func:`participant_plan`) and record them in
+    ``out_dir/study.json``.
 
     Trials of other participants already in ``study.json`` are kept (one study directory
     collects every participant's sessions).
@@ -72,7 +81,7 @@ def prepare_session(protocol: Protocol, participant_id: str, out_dir: Path) -> l
     Raises:
         TrialError: ``out_dir`` holds a study of another protocol.
     """
-    specs = participant_plan(protocol, participant_id)
+    specs = participant_plan(protocol, participant_id, kind)
     existing = _read_study(out_dir)
     others: list[TrialSpec] = []
     if existing is not None:

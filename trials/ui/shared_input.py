@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 from multiprocessing import shared_memory
 
 import numpy as np
@@ -30,24 +31,17 @@ from numpy.typing import NDArray
 
 from capture_trainer.errors import DeviceError
 from haptics.device import BUTTON_ENGAGE, DeviceSpec, DeviceState
+from haptics.simulated import TOUCH_LIKE_SPEC
 
 # Block layout (float64): sequence, writer's monotonic stamp [s], position (3) [m], buttons.
 _SEQ, _STAMP, _POS, _BUTTONS = 0, 1, slice(2, 5), 5
 _SIZE = 6
 
-#: A Touch-sized workspace (160 x 120 x 70 mm) and a Touch's force limits: the window
-#: maps the pointer into this box and draws the force a Touch would render.
-POINTER_SPEC = DeviceSpec(
-    name="mouse",
-    model="pointer (shared input)",
-    vendor="pygame",
-    workspace_min_m=(-0.08, -0.06, -0.035),
-    workspace_max_m=(0.08, 0.06, 0.035),
-    max_force_n=3.3,
-    continuous_force_n=0.88,
-    rate_hz=1000.0,
-    input_dof=3,
-    output_dof=0,
+#: A Touch's workspace and force limits without force output: the window maps the
+#: pointer into this box and draws the force a Touch would have rendered.
+POINTER_SPEC = replace(
+    TOUCH_LIKE_SPEC, name="mouse", model="pointer (shared input)", vendor="pygame",
+    input_dof=3, output_dof=0,
 )
 
 

@@ -14,17 +14,16 @@ database; the running one is marked ``interrupted`` the next time the trainer st
 
 With ``--device mouse`` the pointer over the task view moves the stylus in its x-y
 plane (the view's area spans the device workspace), the mouse wheel or W/S moves it in
-depth, the engage button is on at the start of an attempt and Space toggles it, and the
-right mouse button is the trainer button. Forces are drawn, not felt.
+depth, the engage button is on at the start of an attempt and Space toggles it (released,
+the stylus is clutched: the arm holds while the pointer re-centres), and the right mouse
+button is the trainer button. Forces are drawn, not felt.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import os
 import re
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -38,6 +37,8 @@ from trials.ui.servo import RUNNER_FACTORY, AttemptSpec, ServoOptions, ServoProc
 log = logging.getLogger(__name__)
 
 WINDOW_SIZE = (1280, 760)
+#: How long closing the window waits for the aborted attempt's result [s].
+CLOSE_WAIT_S = 15.0
 #: The trainee flow's conditions: practise with dynamic guidance, test without guidance.
 PRACTISE, TEST = "dg", "ng"
 
@@ -53,13 +54,14 @@ class WindowConfig:
         out_dir: trainee flow: trial files go to ``out_dir/trials``; the database
             defaults to ``out_dir/trainees.sqlite``.
         db_path: the trainee database (None: the default above).
-        view: ``window`` (draw the scene here) or ``pybullet`` (the servo process also
-            opens PyBullet's GUI; needs a display).
+        view: ``window`` (draw the scene here) or ``pybullet`` (also PyBullet's 3-D view
+            of the attempt, in a viewer process; needs a display).
         factory: the trial factory the servo process uses.
         size, fps: window size [px] and display rate [Hz].
         trainee: skip the name screen with this name.
         auto: run these conditions one after another without key presses (demos, tests).
-        stop_after_s: abort each automatic attempt after this much trial time [s].
+        stop_after_s: stop each attempt after this much trial time [s], as ``stop_by``
+            says: ``abort`` (as Esc) or ``close`` (as closing the window).
         screenshot: save the window to this PNG once an attempt reaches ``screenshot_at_s``.
         quit_when_done: close the window after the automatic attempts.
     """
@@ -76,6 +78,7 @@ class WindowConfig:
     trainee: str | None = None
     auto: tuple[str, ...] = ()
     stop_after_s: float | None = None
+    stop_by: str = "abort"
     screenshot: Path | None = None
     screenshot_at_s: float = 1.0
     quit_when_done: bool = False
@@ -101,18 +104,10 @@ class AttemptResult:
 
 def check_display(view: str) -> None:
     """Fail with a clear message when ``--view pybullet`` cannot open its window."""
-    if view != "pybullet":
-        return
-    if sys.platform.startswith("linux") and not (
-        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
-    ):
-        raise CaptureTrainerError(
-            "--view pybullet opens PyBullet's OpenGL window in the servo process and needs a "
-            "display, but neither DISPLAY nor WAYLAND_DISPLAY is set; use the default "
-            "--view window, or run under a desktop session or xvfb-run"
-        )
-    if os.environ.get("SDL_VIDEODRIVER") == "dummy":
-        raise CaptureTrainerError("--view pybullet needs a real display, not SDL's dummy driver")
+    if view == "pybullet":
+        from trials.ui.pybullet_view import check_gui_display
+
+        check_gui_display()
 
 
 def safe_id(text: str) -> str:
@@ -161,15 +156,22 @@ class App:
             ServoOptions(
                 factory=config.factory,
                 input_name=None if self.input is None else self.input.name,
-                gui=config.view == "pybullet",
+                publish_joints=config.view == "pybullet",
             )
         )
+        self.viewer: Any = None
+        if config.view == "pybullet":
+            from trials.ui.pybullet_view import ViewerProcess
+
+            self.viewer = ViewerProcess(self.servo.joints)
         self.results: list[AttemptResult] = []
         self.screen_obj: Screen | None = None
         self.running = True
         self._screenshot_done = config.screenshot is None
 
     def close(self) -> None:
+        if self.viewer is not None:
+            self.viewer.close()
         self.servo.close()
         if self.input is not None:
             self.input.close()
@@ -312,12 +314,14 @@ class AttemptScreen(Screen):
         spec: the attempt.
         header: the line shown under the task view.
         on_start: called with the ``started`` message (the trial file's name is known).
-        on_done: called with the :class:`AttemptResult`.
+        on_done: records the :class:`AttemptResult` and returns the next screen. When the
+            window closes mid-attempt, the attempt is aborted, its result awaited (up to
+            :data:`CLOSE_WAIT_S`) and recorded, and the returned screen is not shown.
     """
 
     def __init__(self, app: App, spec: AttemptSpec, header: str,
                  on_start: Callable[[dict[str, Any]], None],
-                 on_done: Callable[[AttemptResult], None]) -> None:
+                 on_done: Callable[[AttemptResult], Screen | None]) -> None:
         super().__init__(app)
         self.spec = spec
         self.header = header
@@ -334,11 +338,17 @@ class AttemptScreen(Screen):
         self.finished = False
 
     def enter(self) -> None:
+        # The runner anchors the workspace mapping at the stylus position it reads while
+        # building the trial, so the pointer must be in the shared block before that.
+        self._write_pointer()
         self.app.servo.start_attempt(self.spec)
 
     def leave(self) -> None:
         if not self.finished:
             self.app.servo.abort()
+            result = self._await_result(CLOSE_WAIT_S)
+            if result is not None:
+                self._record(result)
         if self.snapshot is not None:
             self.snapshot.close()
             self.snapshot = None
@@ -357,19 +367,54 @@ class AttemptScreen(Screen):
         elif event.type == pygame.MOUSEWHEEL:
             self.depth_m += 0.005 * event.y
 
+    def _handle(self, message: tuple[str, dict[str, Any]]) -> AttemptResult | None:
+        """Act on one servo message; the attempt's result once it has ended."""
+        kind, payload = message
+        if kind == "started":
+            self._started(payload)
+            return None
+        if kind == "finished":
+            return AttemptResult(
+                spec=self.spec,
+                status=payload["status"],
+                summary=payload.get("summary", {}),
+                metrics=payload.get("metrics", {}),
+                timing=payload.get("timing", {}),
+                message=payload.get("message", ""),
+                live_stats=self.app.servo.stats(),
+                frames_drawn=self.frames,
+            )
+        self.error = payload.get("message", "unknown error")
+        return AttemptResult(self.spec, "error", message=self.error)
+
+    def _record(self, result: AttemptResult) -> Screen | None:
+        self.finished = True
+        if self.app.viewer is not None:
+            self.app.viewer.detach()
+        self.app.results.append(result)
+        return self.on_done(result)
+
+    def _await_result(self, timeout_s: float) -> AttemptResult | None:
+        deadline = time.monotonic() + timeout_s
+        while (left := deadline - time.monotonic()) > 0.0:
+            try:
+                message = self.app.servo.poll(left)
+            except TrialError:
+                return None
+            if message is None:
+                return None
+            result = self._handle(message)
+            if result is not None:
+                return result
+        return None
+
     def update(self) -> None:
+        self._write_pointer()
         message = self.app.servo.poll()
         while message is not None:
-            kind, payload = message
-            if kind == "started":
-                self._started(payload)
-            elif kind == "finished":
-                self._finished(payload)
-                return
-            elif kind == "error":
-                self.error = payload.get("message", "unknown error")
-                self.finished = True
-                self.on_done(AttemptResult(self.spec, "error", message=self.error))
+            result = self._handle(message)
+            if result is not None:
+                self.app.switch(self._record(result))
                 return
             message = self.app.servo.poll()
         if self.snapshot is not None:
@@ -378,10 +423,12 @@ class AttemptScreen(Screen):
             frame = Frame.read(self.snapshot)
             if frame is not None:
                 self.frame = frame
-            self._write_pointer()
             limit = self.app.config.stop_after_s
             if limit is not None and self.frame is not None and self.frame.t_s >= limit:
-                self.app.servo.abort()
+                if self.app.config.stop_by == "close":
+                    self.app.pygame.event.post(self.app.pygame.event.Event(self.app.pygame.QUIT))
+                else:
+                    self.app.servo.abort()
 
     def _started(self, payload: dict[str, Any]) -> None:
         from trials.snapshot import SharedSnapshot, SnapshotLayout
@@ -393,31 +440,20 @@ class AttemptScreen(Screen):
             target_radius_m=payload["target_radius_m"], condition=payload["condition"],
             scenario=payload["scenario"], duration_s=payload["duration_s"],
         )
+        if self.app.viewer is not None:
+            self.app.viewer.attach(payload)
         self.on_start(payload)
-
-    def _finished(self, payload: dict[str, Any]) -> None:
-        self.finished = True
-        result = AttemptResult(
-            spec=self.spec,
-            status=payload["status"],
-            summary=payload.get("summary", {}),
-            metrics=payload.get("metrics", {}),
-            timing=payload.get("timing", {}),
-            message=payload.get("message", ""),
-            live_stats=self.app.servo.stats(),
-            frames_drawn=self.frames,
-        )
-        self.app.results.append(result)
-        self.on_done(result)
 
     def _write_pointer(self) -> None:
         app = self.app
-        if app.input is None or self.renderer is None:
+        if app.input is None:
             return
+        from trials.ui.scene import SceneRenderer
         from trials.ui.shared_input import POINTER_SPEC
 
         pygame = app.pygame
-        area = self.renderer.view_area
+        width, height = app.config.size
+        area = pygame.Rect(0, 0, width - SceneRenderer.PANEL_W, height)
         mx, my = pygame.mouse.get_pos()
         fx = min(max((mx - area.x) / max(area.width, 1), 0.0), 1.0)
         fy = min(max((my - area.y) / max(area.height, 1), 0.0), 1.0)
@@ -509,6 +545,7 @@ class TraineeFlow:
         lines = [f"Trainee: {self.trainee}   device: {self.config.device}   "
                  f"scenario: {self.config.scenario}",
                  f"{len(scored)} finished attempts so far.",
+                 *self._bests(scored),
                  "",
                  "Capture the debris softly: arrive at its own velocity (closing speed near 0).",
                  "Practise with dynamic guidance, then test yourself without it."]
@@ -518,6 +555,18 @@ class TraineeFlow:
             "h": ("progress over sessions", lambda: self.app.switch(self.progress())),
             "q": ("quit", lambda: self.app.switch(None)),
         })
+
+    @staticmethod
+    def _bests(scored: list[Any]) -> list[str]:
+        """One line per condition: the best impact velocity and the reach rate so far."""
+        lines = []
+        for condition in (PRACTISE, TEST):
+            mine = [a for a in scored if a.condition == condition]
+            impacts = [a.scores["impact_velocity_m_s"] for a in mine if a.reached]
+            if mine:
+                best = f"best impact {min(impacts) * 1e3:.1f} mm/s, " if impacts else ""
+                lines.append(f"  {condition.upper()}: {best}reached {len(impacts)} of {len(mine)}")
+        return lines
 
     def attempt(self, condition: str) -> Screen:
         self.count += 1
@@ -540,14 +589,14 @@ class TraineeFlow:
 
         return AttemptScreen(self.app, spec, f"{self.trainee}: {label}", started, self.done)
 
-    def done(self, result: AttemptResult) -> None:
+    def done(self, result: AttemptResult) -> Screen:
         if self.attempt_id:
             self.db.finish_attempt(
                 self.attempt_id, result.status, result.metrics,
                 end_reason=result.summary.get("end_reason") or result.message or None,
                 trial_path=result.summary.get("path"),
             )
-        self.app.switch(self.score_card(result))
+        return self.score_card(result)
 
     def score_card(self, result: AttemptResult) -> Screen:
         if self.auto or (self.config.auto and self.config.quit_when_done):
@@ -671,7 +720,9 @@ class SessionFlow:
         self.app = app
         self.config = config
         self.protocol = load_protocol(config.protocol)
-        self.specs = prepare_session(self.protocol, config.participant, config.out_dir)
+        window = app.config
+        self.kind = window.participant_kind if window.device == "simulated" else "human"
+        self.specs = prepare_session(self.protocol, config.participant, config.out_dir, self.kind)
         self.pending = pending_trials(config.out_dir, self.specs)
         self.auto_left = config.auto_trials
 
@@ -718,8 +769,7 @@ class SessionFlow:
         window = self.app.config
         fields_ = participant_fields(window.device, spec.participant_id, window.participant_kind)
         study = {"order_index": spec.order_index, "participant_index": spec.participant_index}
-        kind = window.participant_kind if window.device == "simulated" else "human"
-        metadata = {"participant": {"id": spec.participant_id, "kind": kind, "params": {}},
+        metadata = {"participant": {"id": spec.participant_id, "kind": self.kind, "params": {}},
                     "study": study}
         fields_.pop("metadata", None)
         attempt = AttemptSpec(
@@ -732,7 +782,7 @@ class SessionFlow:
         return AttemptScreen(self.app, attempt, header, lambda payload: None,
                              lambda result: self.done(spec, result))
 
-    def done(self, spec: Any, result: AttemptResult) -> None:
+    def done(self, spec: Any, result: AttemptResult) -> Screen:
         from trials.study import is_complete, trial_path
 
         complete = is_complete(trial_path(self.config.out_dir, spec))
@@ -740,8 +790,7 @@ class SessionFlow:
             self.pending.remove(spec)
         if self.auto_left:
             self.auto_left -= 1
-            self.app.switch(_Deferred(self.app, self.instruction))
-            return
+            return _Deferred(self.app, self.instruction)
         m = result.metrics
         if complete and m.get("reached"):
             lines = [f"Reached the debris after {m['time_to_reach_s']:.2f} s, impact velocity "
@@ -757,7 +806,7 @@ class SessionFlow:
                       lambda: self.app.switch(self.instruction())),
             "q": ("stop the session here (resume later)", lambda: self.app.switch(None)),
         }
-        self.app.switch(MessageScreen(self.app, "Pause", lines, actions))
+        return MessageScreen(self.app, "Pause", lines, actions)
 
     def finished(self) -> Screen:
         if self.config.auto_trials:
