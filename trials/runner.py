@@ -211,6 +211,11 @@ def _make_device(request: TrialRequest, scenario: Any, seed: int, ee0_m: np.ndar
         options = dict(request.device_options)
         options.setdefault("initial_position_m", device_start_position(scenario, ee0_m, TOUCH_LIKE_SPEC))
         return SimulatedDevice(operator=operator, dt_s=DT_S, seed=seed, **options)
+    if request.device == "mouse" and "input_name" in request.device_options:
+        # the trainer window owns pygame; the pointer reaches this process by shared memory
+        from trials.ui.shared_input import SharedInputDevice
+
+        return SharedInputDevice(**request.device_options)
     from haptics.backends import open_device
 
     return open_device(request.device, **request.device_options)

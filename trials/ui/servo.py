@@ -10,13 +10,17 @@ servo loop (a ``spawn``-ed child) share no interpreter:
 - **state** (servo -> window): the trial's :class:`trials.snapshot.SharedSnapshot`
   (created by the servo per attempt, attached by name by the window) and, in the same
   shared float array, the live loop statistics (rate over the last 250 ticks, overruns,
-  worst period) written by a thin guard around the tick;
+  worst period) written by a thin guard around the tick, which can also copy the joint
+  angles into a second shared array for the PyBullet view;
 - **results** (servo -> window): the Pipe carries ``started`` (snapshot name, joints,
   target radius, model), ``finished`` (summary, metrics, servo timing) and ``error``.
 
 The child builds each trial with the runner's ``build_trial`` (or another factory named
 in :class:`ServoOptions`), so the trial file, its metadata and its tick are those of a
-headless trial.
+headless trial. Before a scenario's first attempt it runs a few ticks of a throw-away
+trial (:func:`warm_up`), and it raises its own scheduling priority
+(:func:`raise_priority`) and shortens its GIL switch interval, so that the loop holds
+1 kHz on a loaded machine while the window draws.
 """
 
 from __future__ import annotations

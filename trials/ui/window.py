@@ -191,17 +191,27 @@ class App:
         else:
             screen.enter()
 
-    def run(self, first: Screen) -> list[AttemptResult]:
-        """The display loop; returns the attempts' results when the window closes."""
+    def run(self, first: Screen, driver: Callable[[App], None] | None = None) -> list[AttemptResult]:
+        """The display loop; returns the attempts' results when the window closes.
+
+        Args:
+            first: the first screen.
+            driver: called once per frame before the events are read (a script that
+                posts events, for demos and tests).
+        """
         pygame = self.pygame
         self.switch(first)
         try:
             while self.running and self.screen_obj is not None:
+                if driver is not None:
+                    driver(self)
                 for event in pygame.event.get():
                     if event.type == pygame.QUIT:
                         self.switch(None)
+                    else:
+                        self.screen_obj.event(event)
+                    if self.screen_obj is None:
                         break
-                    self.screen_obj.event(event)
                 if self.screen_obj is None:
                     break
                 self.screen_obj.update()
@@ -674,14 +684,16 @@ class _ProgressScreen(Screen):
                       "Enter: back to the menu")
 
 
-def run_trainer(config: WindowConfig) -> list[AttemptResult]:
-    """Open the trainer window (``capture-trainer train``); returns the attempts' results."""
+def run_trainer(config: WindowConfig, driver: Callable[[App], None] | None = None) -> list[AttemptResult]:
+    """Open the trainer window (``capture-trainer train``); returns the attempts' results.
+
+    ``driver`` is called once per frame (see :meth:`App.run`)."""
     if config.auto and config.trainee is None:
         config = replace(config, trainee="auto")
     app = App(config, "capture-trainer: trainer")
     flow = TraineeFlow(app)
     try:
-        return app.run(flow.first_screen())
+        return app.run(flow.first_screen(), driver)
     finally:
         flow.close()
 
