@@ -1,0 +1,948 @@
+"""Compiled kernels (numba, ``cache=True``) for the free-floating arm: no Python in the tick.
+
+Everything here works on plain float64 arrays of a :class:`robot.models.KinematicArrays`
+and on small fixed-size matrices; the hot entry point :func:`controller_step` does one
+servo tick of the slave controller (dynamics terms, eq. 10, eq. 6 with damping, limits
+and base feedback, integration) in a single call, because on 3x3 matrices the cost of
+numpy calls from Python (tens of microseconds each) would dominate a 1 kHz tick.
+
+Conventions:
+    * base frame: origin at the base centre of mass; task frame: inertial frame.
+    * zero system momentum (linear and angular), the free-floating assumption of the
+      Generalized Jacobian.
+    * joint i rotates about its axis through its frame origin; frames as in robot.models.
+
+Notation used below (all base-frame coordinates, base at rest in the origin):
+``o_j`` joint origin, ``k_j`` joint axis, ``r_ci`` link centre of mass, ``r_e`` end
+effector. Suffix sums over the links outboard of joint j (``i >= j``) of the link masses
+``Mbar_j``, first moments ``Sbar_j = sum m_i r_ci`` and inertias about the base origin
+``Kbar_j = sum I_i + m_i (|r_ci|^2 I - r_ci r_ci^T)`` give, in O(n):
+
+    linear momentum   P = m v0 + w0 x c + Jt qd,    Jt[:, j] = k_j x (Sbar_j - Mbar_j o_j)
+    angular momentum  L = Hw w0 + c x v0 + Hq qd,   Hq[:, j] = Kbar_j k_j - Sbar_j x (k_j x o_j)
+
+with ``c = Sbar_0`` and ``Hw = I_base + Kbar_0``. Setting P = L = 0:
+
+    w0 = Om qd,   Om = -(Hw + [c]x[c]x / m)^-1 (Hq - [c]x Jt / m)
+    v0 = V qd,    V = ([c]x Om - Jt) / m
+    v_e = Jg qd,  Jg = V - [r_e]x Om + Je,   Je[:, j] = k_j x (r_e - o_j)
+
+``Jg`` is the Generalized Jacobian (base-frame components), ``Om`` the base angular
+velocity map. The time derivatives along the motion (the bias terms of eq. 1 and 2) use
+central differences of ``Jg(q) qd`` and ``Om(q) qd`` along ``qd`` (step 1e-5 rad in
+joint space; error about 1e-10 relative), plus the rotation of the base frame:
+
+    J qdd + Jdot qd :  x_dd = R0 (Jg qdd + d/dq[Jg qd] qd + w0 x (Jg qd))
+    T = M qdd + n   :  M = R0 I0 Om,   n = R0 (I0 d/dq[Om qd] qd + w0 x I0 w0)
+
+where ``T`` is the rate of change of the base's own angular momentum about its centre of
+mass, i.e. the reaction torque the arm exerts on the base (eq. 2), task frame.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+_FD_STEP_RAD = 1e-5
+
+# Layout of the float parameter vector of controller_step (see robot.slave).
+P_DT, P_KP, P_KD, P_SOLVER, P_SIGMA_THRESHOLD, P_DAMP_MAX, P_J_SIGMA_M, P_J_DAMP_M = range(8)
+P_K_ATT, P_K_RATE, P_K_NULL, P_K_LIMIT, P_FEEDBACK, P_K_SIGMA, P_FEEDBACK_MAX = range(8, 15)
+N_PARAMS = 15
+
+# Layout of the float status vector written by controller_step.
+S_EE, S_EE_V, S_TORQUE = 0, 3, 6
+S_SIGMA_RATIO, S_SINGULAR, S_LIMITED, S_RESIDUAL, S_M_NORM, S_FAULT = 9, 10, 11, 12, 13, 14
+N_STATUS = 15
+
+SOLVER_LSE = 0.0
+SOLVER_PINV = 1.0
+
+
+@njit(cache=True, error_model="numpy")
+def _axis_rotation(axis: np.ndarray, angle: float, out: np.ndarray) -> None:
+    """Rodrigues: rotation by ``angle`` about the unit ``axis``."""
+    c = math.cos(angle)
+    s = math.sin(angle)
+    t = 1.0 - c
+    x, y, z = axis[0], axis[1], axis[2]
+    out[0, 0] = t * x * x + c
+    out[0, 1] = t * x * y - s * z
+    out[0, 2] = t * x * z + s * y
+    out[1, 0] = t * x * y + s * z
+    out[1, 1] = t * y * y + c
+    out[1, 2] = t * y * z - s * x
+    out[2, 0] = t * x * z - s * y
+    out[2, 1] = t * y * z + s * x
+    out[2, 2] = t * z * z + c
+
+
+@njit(cache=True, error_model="numpy")
+def _cross(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    x = a[1] * b[2] - a[2] * b[1]
+    y = a[2] * b[0] - a[0] * b[2]
+    z = a[0] * b[1] - a[1] * b[0]
+    out[0] = x
+    out[1] = y
+    out[2] = z
+
+
+@njit(cache=True, error_model="numpy")
+def forward_kinematics(q, joint_xyz, joint_rot, joint_axis, ee_offset, origins, axes, rots, ee):
+    """Joint origins, world axes, link rotations and the end effector, base frame.
+
+    Args:
+        q: (n,) joint angles [rad].
+        origins: out (n, 3) joint origins [m]; axes: out (n, 3) unit axes;
+        rots: out (n, 3, 3) link rotations (base <- link); ee: out (3,) end effector [m].
+    """
+    n = q.shape[0]
+    rot = np.eye(3)
+    pos = np.zeros(3)
+    tmp = np.empty((3, 3))
+    jr = np.empty((3, 3))
+    for i in range(n):
+        for r in range(3):
+            pos_r = pos[r]
+            for c in range(3):
+                pos_r += rot[r, c] * joint_xyz[i, c]
+            origins[i, r] = pos_r
+        for r in range(3):
+            pos[r] = origins[i, r]
+        # rot <- rot @ joint_rot[i] @ Rot(axis, q)
+        for r in range(3):
+            for c in range(3):
+                acc = 0.0
+                for k in range(3):
+                    acc += rot[r, k] * joint_rot[i, k, c]
+                tmp[r, c] = acc
+        _axis_rotation(joint_axis[i], q[i], jr)
+        for r in range(3):
+            for c in range(3):
+                acc = 0.0
+                for k in range(3):
+                    acc += tmp[r, k] * jr[k, c]
+                rot[r, c] = acc
+                rots[i, r, c] = acc
+        for r in range(3):
+            acc = 0.0
+            for k in range(3):
+                acc += tmp[r, k] * joint_axis[i, k]
+            axes[i, r] = acc
+    for r in range(3):
+        acc = pos[r]
+        for k in range(3):
+            acc += rot[r, k] * ee_offset[k]
+        ee[r] = acc
+
+
+@njit(cache=True, error_model="numpy")
+def _frames(q, joint_xyz, joint_rot, joint_axis, ee_offset):
+    """Freshly allocated (origins, axes, rots, ee) of :func:`forward_kinematics`."""
+    n = q.shape[0]
+    origins = np.empty((n, 3))
+    axes = np.empty((n, 3))
+    rots = np.empty((n, 3, 3))
+    ee = np.empty(3)
+    forward_kinematics(q, joint_xyz, joint_rot, joint_axis, ee_offset, origins, axes, rots, ee)
+    return origins, axes, rots, ee
+
+
+@njit(cache=True, error_model="numpy")
+def floating_base_maps(q, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia, ee_offset,
+                       base_mass, base_inertia, jg, om, re):
+    """Generalized Jacobian and base angular-velocity map under zero momentum, base frame.
+
+    Args:
+        q: (n,) joint angles [rad].
+        jg: out (3, n) Generalized Jacobian: EE velocity (inertial, base-frame components)
+            per joint rate [m/s per rad/s].
+        om: out (3, n) base angular velocity per joint rate (base frame).
+        re: out (3,) end-effector position relative to the base centre of mass [m].
+    """
+    n = q.shape[0]
+    origins = np.empty((n, 3))
+    axes = np.empty((n, 3))
+    rots = np.empty((n, 3, 3))
+    forward_kinematics(q, joint_xyz, joint_rot, joint_axis, ee_offset, origins, axes, rots, re)
+    kbar = np.zeros((3, 3))
+    sbar = np.zeros(3)
+    mbar = 0.0
+    jt = np.empty((3, n))
+    hq = np.empty((3, n))
+    rc = np.empty(3)
+    tmp = np.empty(3)
+    tmp2 = np.empty(3)
+    for j in range(n - 1, -1, -1):
+        # add link j to the suffix sums
+        for r in range(3):
+            acc = origins[j, r]
+            for k in range(3):
+                acc += rots[j, r, k] * link_com[j, k]
+            rc[r] = acc
+        m = link_mass[j]
+        r2 = rc[0] * rc[0] + rc[1] * rc[1] + rc[2] * rc[2]
+        for r in range(3):
+            for c in range(3):
+                acc = 0.0
+                for k in range(3):
+                    for l in range(3):
+                        acc += rots[j, r, k] * link_inertia[j, k, l] * rots[j, c, l]
+                kbar[r, c] += acc - m * rc[r] * rc[c]
+            kbar[r, r] += m * r2
+            sbar[r] += m * rc[r]
+        mbar += m
+        kj = axes[j]
+        oj = origins[j]
+        for r in range(3):
+            tmp[r] = sbar[r] - mbar * oj[r]
+        _cross(kj, tmp, tmp2)
+        for r in range(3):
+            jt[r, j] = tmp2[r]
+        _cross(kj, oj, tmp)
+        _cross(sbar, tmp, tmp2)
+        for r in range(3):
+            hq[r, j] = kbar[r, 0] * kj[0] + kbar[r, 1] * kj[1] + kbar[r, 2] * kj[2] - tmp2[r]
+    mtot = base_mass + mbar
+    c0, c1, c2 = sbar[0], sbar[1], sbar[2]
+    cc = c0 * c0 + c1 * c1 + c2 * c2
+    a = np.empty((3, 3))
+    for r in range(3):
+        for c in range(3):
+            a[r, c] = base_inertia[r, c] + kbar[r, c] + sbar[r] * sbar[c] / mtot
+        a[r, r] -= cc / mtot
+    ainv = np.empty((3, 3))
+    _inverse3(a, ainv)
+    b = np.empty(3)
+    col = np.empty(3)
+    for j in range(n):
+        for r in range(3):
+            col[r] = jt[r, j]
+        _cross(sbar, col, tmp)
+        for r in range(3):
+            b[r] = hq[r, j] - tmp[r] / mtot
+        for r in range(3):
+            om[r, j] = -(ainv[r, 0] * b[0] + ainv[r, 1] * b[1] + ainv[r, 2] * b[2])
+        for r in range(3):
+            col[r] = om[r, j]
+        _cross(sbar, col, tmp)  # c x Om_j
+        _cross(col, re, tmp2)  # Om_j x r_e
+        for r in range(3):
+            tmp[r] = re[r] - origins[j, r]
+        _cross(axes[j], tmp, b)  # Je_j
+        for r in range(3):
+            cxo = sbar[(r + 1) % 3] * col[(r + 2) % 3] - sbar[(r + 2) % 3] * col[(r + 1) % 3]
+            jg[r, j] = (cxo - jt[r, j]) / mtot + tmp2[r] + b[r]
+
+
+@njit(cache=True, error_model="numpy")
+def _inverse3(a, out):
+    """Inverse of a 3x3 matrix by cofactors (used on symmetric positive definite ones)."""
+    c00 = a[1, 1] * a[2, 2] - a[1, 2] * a[2, 1]
+    c01 = a[1, 2] * a[2, 0] - a[1, 0] * a[2, 2]
+    c02 = a[1, 0] * a[2, 1] - a[1, 1] * a[2, 0]
+    det = a[0, 0] * c00 + a[0, 1] * c01 + a[0, 2] * c02
+    inv = 1.0 / det
+    out[0, 0] = c00 * inv
+    out[1, 0] = c01 * inv
+    out[2, 0] = c02 * inv
+    out[0, 1] = (a[0, 2] * a[2, 1] - a[0, 1] * a[2, 2]) * inv
+    out[1, 1] = (a[0, 0] * a[2, 2] - a[0, 2] * a[2, 0]) * inv
+    out[2, 1] = (a[0, 1] * a[2, 0] - a[0, 0] * a[2, 1]) * inv
+    out[0, 2] = (a[0, 1] * a[1, 2] - a[0, 2] * a[1, 1]) * inv
+    out[1, 2] = (a[0, 2] * a[1, 0] - a[0, 0] * a[1, 2]) * inv
+    out[2, 2] = (a[0, 0] * a[1, 1] - a[0, 1] * a[1, 0]) * inv
+
+
+@njit(cache=True, error_model="numpy")
+def _spd_inverse(s, k, out):
+    """Inverse of the leading k x k block (k <= 3) of a symmetric positive definite s."""
+    if k == 1:
+        out[0, 0] = 1.0 / s[0, 0]
+    elif k == 2:
+        det = s[0, 0] * s[1, 1] - s[0, 1] * s[1, 0]
+        out[0, 0] = s[1, 1] / det
+        out[1, 1] = s[0, 0] / det
+        out[0, 1] = -s[0, 1] / det
+        out[1, 0] = -s[1, 0] / det
+    else:
+        _inverse3(s, out)
+
+
+@njit(cache=True, error_model="numpy")
+def _sym_eig_extremes(s, k):
+    """Smallest and largest eigenvalue of the leading k x k block of a symmetric s."""
+    if k == 1:
+        return s[0, 0], s[0, 0]
+    if k == 2:
+        half_tr = 0.5 * (s[0, 0] + s[1, 1])
+        d = 0.5 * (s[0, 0] - s[1, 1])
+        rad = math.sqrt(d * d + s[0, 1] * s[0, 1])
+        return half_tr - rad, half_tr + rad
+    # 3x3: trigonometric method (Smith 1961)
+    p1 = s[0, 1] * s[0, 1] + s[0, 2] * s[0, 2] + s[1, 2] * s[1, 2]
+    qm = (s[0, 0] + s[1, 1] + s[2, 2]) / 3.0
+    if p1 <= 1e-300:
+        lo = min(s[0, 0], min(s[1, 1], s[2, 2]))
+        hi = max(s[0, 0], max(s[1, 1], s[2, 2]))
+        return lo, hi
+    a0 = s[0, 0] - qm
+    a1 = s[1, 1] - qm
+    a2 = s[2, 2] - qm
+    p2 = a0 * a0 + a1 * a1 + a2 * a2 + 2.0 * p1
+    p = math.sqrt(p2 / 6.0)
+    b00, b11, b22 = a0 / p, a1 / p, a2 / p
+    b01, b02, b12 = s[0, 1] / p, s[0, 2] / p, s[1, 2] / p
+    detb = b00 * (b11 * b22 - b12 * b12) - b01 * (b01 * b22 - b12 * b02) + b02 * (b01 * b12 - b11 * b02)
+    rr = 0.5 * detb
+    if rr <= -1.0:
+        phi = math.pi / 3.0
+    elif rr >= 1.0:
+        phi = 0.0
+    else:
+        phi = math.acos(rr) / 3.0
+    e_hi = qm + 2.0 * p * math.cos(phi)
+    e_lo = qm + 2.0 * p * math.cos(phi + 2.0 * math.pi / 3.0)
+    return e_lo, e_hi
+
+
+@njit(cache=True, error_model="numpy")
+def _maps_times_rates(q, qd, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia, ee_offset,
+                      base_mass, base_inertia, jg, om, re, vee, w):
+    """floating_base_maps at q, plus vee = Jg qd and w = Om qd (base frame)."""
+    floating_base_maps(q, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia, ee_offset,
+                       base_mass, base_inertia, jg, om, re)
+    for r in range(3):
+        acc_v = 0.0
+        acc_w = 0.0
+        for j in range(q.shape[0]):
+            acc_v += jg[r, j] * qd[j]
+            acc_w += om[r, j] * qd[j]
+        vee[r] = acc_v
+        w[r] = acc_w
+
+
+@njit(cache=True, error_model="numpy")
+def dynamics_terms(q, qd, rot0, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia, ee_offset,
+                   base_mass, base_inertia, jac, jdqd, mmat, nvec, re_b, vee_b):
+    """J, J̇q̇ (eq. 1) and M, n (eq. 2) in the task frame, all three rows.
+
+    Args:
+        q, qd: (n,) joint angles [rad] and rates [rad/s].
+        rot0: (3, 3) base attitude (task <- base).
+        jac: out (3, n) Generalized Jacobian [m/rad]; jdqd: out (3,) bias J̇q̇ [m/s^2].
+        mmat: out (3, n) reaction map [N m s^2/rad]; nvec: out (3,) velocity term [N m].
+        re_b: out (3,) EE position relative to the base CoM, base frame [m].
+        vee_b: out (3,) EE velocity Jg qd, base-frame components [m/s].
+    """
+    n = q.shape[0]
+    jg = np.empty((3, n))
+    om = np.empty((3, n))
+    w_b = np.zeros(3)
+    _maps_times_rates(q, qd, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia, ee_offset,
+                      base_mass, base_inertia, jg, om, re_b, vee_b, w_b)
+    qnorm = 0.0
+    for j in range(n):
+        qnorm += qd[j] * qd[j]
+    qnorm = math.sqrt(qnorm)
+    dj = np.zeros(3)
+    dw = np.zeros(3)
+    if qnorm > 0.0:
+        h = _FD_STEP_RAD / qnorm
+        qp = np.empty(n)
+        jg2 = np.empty((3, n))
+        om2 = np.empty((3, n))
+        re2 = np.empty(3)
+        v2 = np.empty(3)
+        w2 = np.empty(3)
+        for sign in (1.0, -1.0):
+            for j in range(n):
+                qp[j] = q[j] + sign * h * qd[j]
+            _maps_times_rates(qp, qd, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
+                              ee_offset, base_mass, base_inertia, jg2, om2, re2, v2, w2)
+            for r in range(3):
+                dj[r] += sign * v2[r] / (2.0 * h)
+                dw[r] += sign * w2[r] / (2.0 * h)
+    tmp = np.empty(3)
+    _cross(w_b, vee_b, tmp)
+    for r in range(3):
+        tmp[r] += dj[r]
+    for r in range(3):
+        jdqd[r] = rot0[r, 0] * tmp[0] + rot0[r, 1] * tmp[1] + rot0[r, 2] * tmp[2]
+        for j in range(n):
+            jac[r, j] = rot0[r, 0] * jg[0, j] + rot0[r, 1] * jg[1, j] + rot0[r, 2] * jg[2, j]
+    # M = R0 I0 Om ; n = R0 (I0 dw + w x I0 w)
+    i0w = np.empty(3)
+    for r in range(3):
+        i0w[r] = base_inertia[r, 0] * w_b[0] + base_inertia[r, 1] * w_b[1] + base_inertia[r, 2] * w_b[2]
+    _cross(w_b, i0w, tmp)
+    for r in range(3):
+        tmp[r] += base_inertia[r, 0] * dw[0] + base_inertia[r, 1] * dw[1] + base_inertia[r, 2] * dw[2]
+    r0i0 = np.empty((3, 3))
+    for r in range(3):
+        for c in range(3):
+            r0i0[r, c] = rot0[r, 0] * base_inertia[0, c] + rot0[r, 1] * base_inertia[1, c] + rot0[r, 2] * base_inertia[2, c]
+    for r in range(3):
+        nvec[r] = rot0[r, 0] * tmp[0] + rot0[r, 1] * tmp[1] + rot0[r, 2] * tmp[2]
+        for j in range(n):
+            mmat[r, j] = r0i0[r, 0] * om[0, j] + r0i0[r, 1] * om[1, j] + r0i0[r, 2] * om[2, j]
+
+
+@njit(cache=True, error_model="numpy")
+def acceleration_bounds(q, qd, q_min, q_max, qd_max, qdd_max, dt, lo, hi):
+    """Per-joint acceleration bounds for this tick from position, rate and acceleration limits.
+
+    The rate bound tightens near a position limit to the braking curve
+    ``sqrt(2 qdd_max d)`` (d: distance to the limit), so the joint can always stop in time.
+    """
+    n = q.shape[0]
+    for i in range(n):
+        up = max(q_max[i] - q[i], 0.0)
+        down = max(q[i] - q_min[i], 0.0)
+        v_hi = min(qd_max[i], math.sqrt(2.0 * qdd_max[i] * up))
+        v_lo = -min(qd_max[i], math.sqrt(2.0 * qdd_max[i] * down))
+        a_hi = min(qdd_max[i], (v_hi - qd[i]) / dt)
+        a_lo = max(-qdd_max[i], (v_lo - qd[i]) / dt)
+        if a_lo > a_hi:  # outside the envelope: brake as hard as allowed toward it
+            mid = min(max(-qd[i] / dt, -qdd_max[i]), qdd_max[i])
+            a_lo = mid
+            a_hi = mid
+        lo[i] = a_lo
+        hi[i] = a_hi
+
+
+@njit(cache=True, error_model="numpy")
+def _select_rows(src, rows, free, out):
+    """out[a, j] = src[rows[a], j] * free[j] (task or reaction rows of the free joints)."""
+    for a in range(rows.shape[0]):
+        for j in range(src.shape[1]):
+            out[a, j] = src[rows[a], j] * free[j]
+
+
+@njit(cache=True, error_model="numpy")
+def _gram(mat, out):
+    """out[:k, :k] = mat mat^T for a k x n mat."""
+    k = mat.shape[0]
+    for a in range(k):
+        for b in range(k):
+            acc = 0.0
+            for j in range(mat.shape[1]):
+                acc += mat[a, j] * mat[b, j]
+            out[a, b] = acc
+
+
+@njit(cache=True, error_model="numpy")
+def _damping_squared(sigma, threshold, damping_max):
+    """Squared damping: 0 above the threshold, rising smoothly to damping_max^2 at sigma 0."""
+    if sigma >= threshold:
+        return 0.0
+    ratio = sigma / threshold
+    return (1.0 - ratio * ratio) * damping_max * damping_max
+
+
+@njit(cache=True, error_model="numpy")
+def _lse_solve(jac, rhs, mmat, nvec, task_rows, reaction_rows, free, z, solver, sigma_threshold, damp_max,
+               j_sigma, j_damp, qdd, diag):
+    """One damped eq. 6 solve over the free joints; writes qdd (zero on fixed joints).
+
+    ``rhs`` = x_dd - J̇q̇ - J qdd_fixed (task rows), ``nvec`` = n + M qdd_fixed - T_des
+    (reaction rows). ``z`` is a secondary joint acceleration projected into the null
+    space of J (and, for LSE, then corrected for reaction). ``diag`` out: sigma_ratio,
+    ||M||, J damping used, M-projection damping used.
+    """
+    n = qdd.shape[0]
+    m = task_rows.shape[0]
+    r = reaction_rows.shape[0]
+    jf = np.zeros((m, n))
+    _select_rows(jac, task_rows, free, jf)
+    # J J^T and its damping (kinematic singularity)
+    jjt = np.zeros((3, 3))
+    _gram(jf, jjt)
+    e_lo, e_hi = _sym_eig_extremes(jjt, m)
+    lam2 = _damping_squared(math.sqrt(max(e_lo, 0.0)), j_sigma, j_damp)
+    for a in range(m):
+        jjt[a, a] += lam2
+    g = np.zeros((3, 3))
+    _spd_inverse(jjt, m, g)
+    # J+ = J^T G  (n x m)
+    jp = np.zeros((n, m))
+    for j in range(n):
+        for a in range(m):
+            acc = 0.0
+            for b in range(m):
+                acc += jf[b, j] * g[b, a]
+            jp[j, a] = acc
+    # P = I - J+ J
+    pm = np.empty((n, n))
+    for i in range(n):
+        for j in range(n):
+            acc = 0.0
+            for a in range(m):
+                acc += jp[i, a] * jf[a, j]
+            pm[i, j] = (1.0 if i == j else 0.0) - acc
+    for i in range(n):
+        acc = 0.0
+        for a in range(m):
+            acc += jp[i, a] * rhs[a]
+        for j in range(n):
+            acc += pm[i, j] * z[j] * free[j]
+        qdd[i] = acc
+    diag[2] = math.sqrt(lam2)
+    # ||M|| (all joints) and sigma of A = M P (free joints)
+    mf = np.zeros((r, n))
+    _select_rows(mmat, reaction_rows, np.ones(n), mf)
+    mmt = np.zeros((3, 3))
+    _gram(mf, mmt)
+    _select_rows(mmat, reaction_rows, free, mf)
+    e_lo, e_hi = _sym_eig_extremes(mmt, r)
+    m_norm = math.sqrt(max(e_hi, 0.0))
+    am = np.zeros((3, n))
+    for a in range(r):
+        for j in range(n):
+            acc = 0.0
+            for k in range(n):
+                acc += mf[a, k] * pm[k, j]
+            am[a, j] = acc
+    aat = np.zeros((3, 3))
+    _gram(am[:r], aat)
+    e_lo, e_hi = _sym_eig_extremes(aat, r)
+    sigma = math.sqrt(max(e_lo, 0.0))
+    sigma_ratio = sigma / m_norm if m_norm > 0.0 else 1.0
+    diag[0] = sigma_ratio
+    diag[1] = m_norm
+    diag[3] = 0.0
+    if solver != SOLVER_LSE or m_norm <= 0.0:
+        return
+    lam2 = _damping_squared(sigma_ratio, sigma_threshold, damp_max * m_norm)
+    for a in range(r):
+        aat[a, a] += lam2
+    diag[3] = math.sqrt(lam2)
+    h = np.zeros((3, 3))
+    _spd_inverse(aat, r, h)
+    # y = M qdd0 + n ;  qdd -= A^T H y
+    y = np.zeros(3)
+    for a in range(r):
+        acc = nvec[a]
+        for j in range(n):
+            acc += mf[a, j] * qdd[j]
+        y[a] = acc
+    hy = np.zeros(3)
+    for a in range(r):
+        hy[a] = h[a, 0] * y[0] + h[a, 1] * y[1] + h[a, 2] * y[2]
+    for j in range(n):
+        acc = 0.0
+        for a in range(r):
+            acc += am[a, j] * hy[a]
+        qdd[j] -= acc
+
+
+@njit(cache=True, error_model="numpy")
+def solve_ik(jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows, reaction_rows, q_min, q_max, qd_max, qdd_max,
+             dt, solver, sigma_threshold, damp_max, j_sigma, j_damp, k_null, k_limit, z_extra, qdd, diag):
+    """Reactionless IK (eq. 6) or minimum-norm pseudoinverse, with limits (SNS-style).
+
+    Joints that would leave their acceleration bounds (from position, rate and
+    acceleration limits) are fixed at the bound one at a time and the task is re-solved
+    with the remaining joints, so the task survives a limit when the others can carry
+    it; the final result is clipped to the bounds in any case.
+
+    Args:
+        jac, jdqd, mmat, nvec: dynamics terms (3 rows each, task frame).
+        xdd: (3,) desired EE acceleration [m/s^2]; t_des: (3,) desired base torque [N m]
+            (base feedback; zero for pure eq. 6).
+        solver: SOLVER_LSE (eq. 6) or SOLVER_PINV (eq. 3 with the null-space term below).
+        k_null: null-space joint-rate damping [1/s]; k_limit: joint-limit repulsion [1/s^2].
+        z_extra: (n,) further secondary joint acceleration [rad/s^2] (e.g. the ascent
+            of sigma_ratio from :func:`sigma_ascent`), projected like the rest.
+        qdd: out (n,) joint accelerations [rad/s^2].
+        diag: out (8,): sigma_ratio, ||M||, J damping, M P damping, limited (0/1),
+            residual ||J qdd + J̇q̇ - x_dd|| [m/s^2], iterations, reaction residual [N m].
+    """
+    n = q.shape[0]
+    m = task_rows.shape[0]
+    r = reaction_rows.shape[0]
+    lo = np.empty(n)
+    hi = np.empty(n)
+    acceleration_bounds(q, qd, q_min, q_max, qd_max, qdd_max, dt, lo, hi)
+    z = np.empty(n)
+    for j in range(n):
+        mid = 0.5 * (q_max[j] + q_min[j])
+        half = 0.5 * (q_max[j] - q_min[j])
+        u = (q[j] - mid) / half
+        # null-space secondary: damp self-motion, push gently away from position limits
+        z[j] = -k_null * qd[j] - k_limit * u * u * u + z_extra[j]
+    free = np.ones(n)
+    fixed = np.zeros(n)
+    rhs = np.empty(m)
+    nv = np.empty(r)
+    sol = np.empty(n)
+    limited = 0.0
+    iterations = 0
+    sigma_full = 1.0
+    for _ in range(n + 1):
+        iterations += 1
+        for a in range(m):
+            acc = xdd[task_rows[a]] - jdqd[task_rows[a]]
+            for j in range(n):
+                acc -= jac[task_rows[a], j] * fixed[j]
+            rhs[a] = acc
+        for a in range(r):
+            acc = nvec[reaction_rows[a]] - t_des[reaction_rows[a]]
+            for j in range(n):
+                acc += mmat[reaction_rows[a], j] * fixed[j]
+            nv[a] = acc
+        _lse_solve(jac, rhs, mmat, nv, task_rows, reaction_rows, free, z, solver, sigma_threshold, damp_max,
+                   j_sigma, j_damp, sol, diag)
+        if iterations == 1:  # the gauge of the full arm, not of the joints left free
+            sigma_full = diag[0]
+        worst = -1
+        worst_excess = 1e-12
+        for j in range(n):
+            sol[j] = sol[j] * free[j] + fixed[j]
+            if free[j] > 0.0:
+                excess = max(sol[j] - hi[j], lo[j] - sol[j]) / qdd_max[j]
+                if excess > worst_excess:
+                    worst_excess = excess
+                    worst = j
+        if worst < 0:
+            break
+        limited = 1.0
+        free[worst] = 0.0
+        fixed[worst] = hi[worst] if sol[worst] > hi[worst] else lo[worst]
+    for j in range(n):
+        v = sol[j]
+        if v > hi[j]:
+            v = hi[j]
+            limited = 1.0
+        elif v < lo[j]:
+            v = lo[j]
+            limited = 1.0
+        qdd[j] = v
+    res = 0.0
+    for a in range(m):
+        acc = jdqd[task_rows[a]] - xdd[task_rows[a]]
+        for j in range(n):
+            acc += jac[task_rows[a], j] * qdd[j]
+        res += acc * acc
+    react = 0.0
+    for a in range(r):
+        acc = nvec[reaction_rows[a]] - t_des[reaction_rows[a]]
+        for j in range(n):
+            acc += mmat[reaction_rows[a], j] * qdd[j]
+        react += acc * acc
+    diag[0] = sigma_full
+    diag[4] = limited
+    diag[5] = math.sqrt(res)
+    diag[6] = iterations
+    diag[7] = math.sqrt(react)
+
+
+@njit(cache=True, error_model="numpy")
+def _sigma_ratio_base(q, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia, ee_offset, base_mass,
+                      base_inertia, task_rows, reaction_rows, j_sigma, j_damp, diag):
+    """sigma_ratio at q (base frame: it is invariant to the base attitude); diag: work (8,)."""
+    n = q.shape[0]
+    jg = np.empty((3, n))
+    om = np.empty((3, n))
+    re = np.empty(3)
+    floating_base_maps(q, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia, ee_offset,
+                       base_mass, base_inertia, jg, om, re)
+    mm = np.empty((3, n))
+    for r in range(3):
+        for j in range(n):
+            mm[r, j] = base_inertia[r, 0] * om[0, j] + base_inertia[r, 1] * om[1, j] + base_inertia[r, 2] * om[2, j]
+    sol = np.empty(n)
+    _lse_solve(jg, np.zeros(3), mm, np.zeros(3), task_rows, reaction_rows, np.ones(n), np.zeros(n), SOLVER_PINV,
+               0.0, 0.0, j_sigma, j_damp, sol, diag)
+    return diag[0]
+
+
+@njit(cache=True, error_model="numpy")
+def sigma_ascent(q, jac, mmat, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia, ee_offset,
+                 base_mass, base_inertia, task_rows, reaction_rows, j_sigma, j_damp, gain, out):
+    """Secondary joint acceleration that climbs sigma_ratio along the spare direction.
+
+    The spare direction ``v`` spans what is left of the joint space after the task and the
+    reaction constraint (the null space of ``[J; M]``, one-dimensional for the 7-joint
+    arm). ``out = gain * (d sigma_ratio / d v) * v`` with the derivative by a central
+    difference along ``v`` (2 evaluations of the momentum maps). Zero where no spare
+    direction exists (planar 3R). This keeps the arm away from reaction singularities
+    instead of only damping through them.
+    """
+    n = q.shape[0]
+    m = task_rows.shape[0]
+    r = reaction_rows.shape[0]
+    for j in range(n):
+        out[j] = 0.0
+    if n <= m + r or gain == 0.0:
+        return
+    # orthonormal basis of the rows of [J; M] (Gram-Schmidt), then the spare direction
+    # is the largest residual of a coordinate axis against that basis
+    rows = m + r
+    basis = np.zeros((rows, n))
+    count = 0
+    for a in range(rows):
+        vec = np.empty(n)
+        for j in range(n):
+            vec[j] = jac[task_rows[a], j] if a < m else mmat[reaction_rows[a - m], j]
+        scale = 0.0
+        for j in range(n):
+            scale += vec[j] * vec[j]
+        scale = math.sqrt(scale)
+        for b in range(count):
+            dot = 0.0
+            for j in range(n):
+                dot += vec[j] * basis[b, j]
+            for j in range(n):
+                vec[j] -= dot * basis[b, j]
+        norm = 0.0
+        for j in range(n):
+            norm += vec[j] * vec[j]
+        norm = math.sqrt(norm)
+        if norm > 1e-9 * scale and norm > 0.0:
+            for j in range(n):
+                basis[count, j] = vec[j] / norm
+            count += 1
+    best = -1.0
+    v = np.zeros(n)
+    cand = np.empty(n)
+    for e in range(n):
+        for j in range(n):
+            cand[j] = 1.0 if j == e else 0.0
+        for b in range(count):
+            dot = cand[e] * basis[b, e]
+            for j in range(n):
+                cand[j] -= dot * basis[b, j]
+        norm = 0.0
+        for j in range(n):
+            norm += cand[j] * cand[j]
+        if norm > best:
+            best = norm
+            for j in range(n):
+                v[j] = cand[j]
+    if best <= 1e-12:
+        return
+    best = math.sqrt(best)
+    for j in range(n):
+        v[j] /= best
+    h = 1e-4
+    qp = np.empty(n)
+    diag = np.zeros(8)
+    for j in range(n):
+        qp[j] = q[j] + h * v[j]
+    s_plus = _sigma_ratio_base(qp, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia, ee_offset,
+                               base_mass, base_inertia, task_rows, reaction_rows, j_sigma, j_damp, diag)
+    for j in range(n):
+        qp[j] = q[j] - h * v[j]
+    s_minus = _sigma_ratio_base(qp, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia, ee_offset,
+                                base_mass, base_inertia, task_rows, reaction_rows, j_sigma, j_damp, diag)
+    slope = (s_plus - s_minus) / (2.0 * h)
+    for j in range(n):
+        out[j] = gain * slope * v[j]
+
+
+@njit(cache=True, error_model="numpy")
+def quat_to_matrix(qx, qy, qz, qw, out):
+    """Rotation matrix of a unit quaternion (x, y, z, w)."""
+    out[0, 0] = 1.0 - 2.0 * (qy * qy + qz * qz)
+    out[0, 1] = 2.0 * (qx * qy - qz * qw)
+    out[0, 2] = 2.0 * (qx * qz + qy * qw)
+    out[1, 0] = 2.0 * (qx * qy + qz * qw)
+    out[1, 1] = 1.0 - 2.0 * (qx * qx + qz * qz)
+    out[1, 2] = 2.0 * (qy * qz - qx * qw)
+    out[2, 0] = 2.0 * (qx * qz - qy * qw)
+    out[2, 1] = 2.0 * (qy * qz + qx * qw)
+    out[2, 2] = 1.0 - 2.0 * (qx * qx + qy * qy)
+
+
+@njit(cache=True, error_model="numpy")
+def quat_to_rotvec(quat, out):
+    """Rotation vector [rad] of a quaternion (x, y, z, w), shortest rotation."""
+    x, y, z, w = quat[0], quat[1], quat[2], quat[3]
+    if w < 0.0:
+        x, y, z, w = -x, -y, -z, -w
+    s = math.sqrt(x * x + y * y + z * z)
+    if s < 1e-12:
+        f = 2.0 / w if w > 0.0 else 0.0
+    else:
+        f = 2.0 * math.atan2(s, w) / s
+    out[0] = f * x
+    out[1] = f * y
+    out[2] = f * z
+
+
+@njit(cache=True, error_model="numpy")
+def controller_step(q, qd, base_pos, base_quat, base_w, have_base, x_cmd, v_cmd, a_cmd, joint_xyz, joint_rot,
+                    joint_axis, link_mass, link_com, link_inertia, ee_offset, base_mass, base_inertia, task_rows,
+                    reaction_rows, q_min, q_max, qd_max, qdd_max, params, qdd, q_cmd, qd_cmd, status, diag):
+    """One servo tick of the slave controller, all in one compiled call.
+
+    Forms x_dd_d with the capture law (eq. 10, e = ee - cmd), the desired base torque from
+    base feedback (``-I_w (k_att theta + k_rate w)``, only when the base state is known,
+    its norm capped at ``params[P_FEEDBACK_MAX]``),
+    solves the IK and integrates: ``qd_cmd = qd + qdd dt``, ``q_cmd = q + qd dt + qdd dt^2/2``.
+
+    Args:
+        q, qd: (n,) measured joint state; base_pos (3,), base_quat (4,) xyzw,
+            base_w (3,) [rad/s]: measured base state (task frame); have_base: 0/1.
+        x_cmd, v_cmd, a_cmd: (3,) commanded EE position, velocity, acceleration, task frame.
+        params: (N_PARAMS,) see P_* indices.
+        qdd, q_cmd, qd_cmd: out (n,); status: out (N_STATUS,) see S_* indices;
+        diag: out (8,) as in :func:`solve_ik`.
+    """
+    n = q.shape[0]
+    dt = params[P_DT]
+    rot0 = np.empty((3, 3))
+    quat_to_matrix(base_quat[0], base_quat[1], base_quat[2], base_quat[3], rot0)
+    jac = np.empty((3, n))
+    mmat = np.empty((3, n))
+    jdqd = np.empty(3)
+    nvec = np.empty(3)
+    re_b = np.empty(3)
+    vee_b = np.empty(3)
+    dynamics_terms(q, qd, rot0, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia, ee_offset,
+                   base_mass, base_inertia, jac, jdqd, mmat, nvec, re_b, vee_b)
+    xdd = np.empty(3)
+    kp = params[P_KP]
+    kd = params[P_KD]
+    for r in range(3):
+        ee = base_pos[r] + rot0[r, 0] * re_b[0] + rot0[r, 1] * re_b[1] + rot0[r, 2] * re_b[2]
+        ev = rot0[r, 0] * vee_b[0] + rot0[r, 1] * vee_b[1] + rot0[r, 2] * vee_b[2]
+        status[S_EE + r] = ee
+        status[S_EE_V + r] = ev
+        xdd[r] = a_cmd[r] - kp * (ee - x_cmd[r]) - kd * (ev - v_cmd[r])
+    t_des = np.zeros(3)
+    if have_base > 0 and params[P_FEEDBACK] > 0:
+        att = np.empty(3)
+        quat_to_rotvec(base_quat, att)
+        u = np.empty(3)
+        for r in range(3):
+            u[r] = params[P_K_ATT] * att[r] + params[P_K_RATE] * base_w[r]
+        # I_w = R0 I0 R0^T
+        v = np.empty(3)
+        for r in range(3):
+            v[r] = rot0[0, r] * u[0] + rot0[1, r] * u[1] + rot0[2, r] * u[2]
+        for r in range(3):
+            w = base_inertia[r, 0] * v[0] + base_inertia[r, 1] * v[1] + base_inertia[r, 2] * v[2]
+            u[r] = w
+        for r in range(3):
+            t_des[r] = -(rot0[r, 0] * u[0] + rot0[r, 1] * u[1] + rot0[r, 2] * u[2])
+        # drift correction only: never ask the base for more than a small torque (after a
+        # damped singularity the attitude error may be large; re-pointing is the AOCS' job)
+        mag = math.sqrt(t_des[0] * t_des[0] + t_des[1] * t_des[1] + t_des[2] * t_des[2])
+        if mag > params[P_FEEDBACK_MAX]:
+            for r in range(3):
+                t_des[r] *= params[P_FEEDBACK_MAX] / mag
+    z_extra = np.zeros(n)
+    if params[P_SOLVER] == SOLVER_LSE:
+        sigma_ascent(q, jac, mmat, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia, ee_offset,
+                     base_mass, base_inertia, task_rows, reaction_rows, params[P_J_SIGMA_M], params[P_J_DAMP_M],
+                     params[P_K_SIGMA], z_extra)
+    solve_ik(jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows, reaction_rows, q_min, q_max, qd_max, qdd_max,
+             dt, params[P_SOLVER], params[P_SIGMA_THRESHOLD], params[P_DAMP_MAX], params[P_J_SIGMA_M],
+             params[P_J_DAMP_M], params[P_K_NULL], params[P_K_LIMIT], z_extra, qdd, diag)
+    fault = 0.0
+    for j in range(n):
+        if not (math.isfinite(qdd[j]) and math.isfinite(q[j]) and math.isfinite(qd[j])):
+            fault = 1.0
+    for r in range(3):
+        if not (math.isfinite(x_cmd[r]) and math.isfinite(v_cmd[r]) and math.isfinite(a_cmd[r])):
+            fault = 1.0
+    for r in range(3):
+        acc = nvec[r]
+        for j in range(n):
+            acc += mmat[r, j] * qdd[j]
+        status[S_TORQUE + r] = acc
+    for j in range(n):
+        qd_cmd[j] = qd[j] + qdd[j] * dt
+        q_cmd[j] = q[j] + qd[j] * dt + 0.5 * qdd[j] * dt * dt
+    status[S_SIGMA_RATIO] = diag[0]
+    status[S_SINGULAR] = 1.0 if diag[0] < params[P_SIGMA_THRESHOLD] else 0.0
+    status[S_LIMITED] = diag[4]
+    status[S_RESIDUAL] = diag[5]
+    status[S_M_NORM] = diag[1]
+    status[S_FAULT] = fault
+
+
+@njit(cache=True, error_model="numpy")
+def plant_readout(q, qd, base_pos, base_quat, base_v, base_w, joint_xyz, joint_rot, joint_axis, ee_offset, ee,
+                  ee_v, attitude):
+    """End-effector position and velocity from a measured plant state (actual base twist).
+
+    ``ee = r0 + R0 r_e(q)``, ``ee_v = v0 + w0 x (R0 r_e) + R0 Je(q) qd``: forward
+    kinematics of the measured state; no momentum assumption. Also the base attitude as
+    a rotation vector. All outputs task frame.
+    """
+    n = q.shape[0]
+    origins, axes, rots, re = _frames(q, joint_xyz, joint_rot, joint_axis, ee_offset)
+    rot0 = np.empty((3, 3))
+    quat_to_matrix(base_quat[0], base_quat[1], base_quat[2], base_quat[3], rot0)
+    vb = np.zeros(3)
+    tmp = np.empty(3)
+    tmp2 = np.empty(3)
+    for j in range(n):
+        for r in range(3):
+            tmp[r] = re[r] - origins[j, r]
+        _cross(axes[j], tmp, tmp2)
+        for r in range(3):
+            vb[r] += tmp2[r] * qd[j]
+    rw = np.empty(3)
+    for r in range(3):
+        rw[r] = rot0[r, 0] * re[0] + rot0[r, 1] * re[1] + rot0[r, 2] * re[2]
+        ee[r] = base_pos[r] + rw[r]
+    _cross(base_w, rw, tmp)
+    for r in range(3):
+        ee_v[r] = base_v[r] + tmp[r] + rot0[r, 0] * vb[0] + rot0[r, 1] * vb[1] + rot0[r, 2] * vb[2]
+    quat_to_rotvec(base_quat, attitude)
+
+
+@njit(cache=True, error_model="numpy")
+def base_torque(quat_before, w_before, w_after, base_inertia, dt, out):
+    """Torque on the base [N m], task frame, from its angular momentum over one step.
+
+    ``T = I_w (w_after - w_before) / dt + w_before x I_w w_before`` with the base
+    inertia ``I_w = R I0 R^T`` at the attitude before the step: the discrete rate of
+    change of the base's angular momentum about its centre of mass, matching the
+    semi-implicit step of the plant (velocities change at the pre-step configuration).
+    """
+    rot = np.empty((3, 3))
+    quat_to_matrix(quat_before[0], quat_before[1], quat_before[2], quat_before[3], rot)
+    iw = np.empty((3, 3))
+    for r in range(3):
+        for c in range(3):
+            acc = 0.0
+            for k in range(3):
+                for l in range(3):
+                    acc += rot[r, k] * base_inertia[k, l] * rot[c, l]
+            iw[r, c] = acc
+    dw = np.empty(3)
+    hw = np.empty(3)
+    for r in range(3):
+        dw[r] = (w_after[r] - w_before[r]) / dt
+    for r in range(3):
+        hw[r] = iw[r, 0] * w_before[0] + iw[r, 1] * w_before[1] + iw[r, 2] * w_before[2]
+    gyro = np.empty(3)
+    _cross(w_before, hw, gyro)
+    for r in range(3):
+        out[r] = iw[r, 0] * dw[0] + iw[r, 1] * dw[1] + iw[r, 2] * dw[2] + gyro[r]
+
+
+@njit(cache=True, error_model="numpy")
+def link_points(q, base_pos, base_quat, joint_xyz, joint_rot, joint_axis, ee_offset, out):
+    """(n + 2, 3) drawing points, task frame: base centre, each joint origin, end effector."""
+    n = q.shape[0]
+    origins, axes, rots, re = _frames(q, joint_xyz, joint_rot, joint_axis, ee_offset)
+    rot0 = np.empty((3, 3))
+    quat_to_matrix(base_quat[0], base_quat[1], base_quat[2], base_quat[3], rot0)
+    for r in range(3):
+        out[0, r] = base_pos[r]
+    for i in range(n + 1):
+        for r in range(3):
+            if i < n:
+                p0, p1, p2 = origins[i, 0], origins[i, 1], origins[i, 2]
+            else:
+                p0, p1, p2 = re[0], re[1], re[2]
+            out[i + 1, r] = base_pos[r] + rot0[r, 0] * p0 + rot0[r, 1] * p1 + rot0[r, 2] * p2

@@ -1,0 +1,286 @@
+"""The simulated plant: the free-floating arm in PyBullet, behind the ArmBackend seam.
+
+Set-up (each a measured necessity with pybullet 3.2.7, see issue 2):
+    * DIRECT by default (GUI on request), gravity zero, the base floating, fixed step ``dt_s``.
+    * Masses and inertias from the URDF (``URDF_USE_INERTIA_FROM_FILE``; the URDF has no
+      collision shapes, so there are no contacts either).
+    * Link linear and angular damping set to 0 (default 0.04 drains momentum).
+    * Velocity motors with a large force limit track the commanded joint rate exactly;
+      the constraint solver runs 100 iterations with ``solverResidualThreshold = 0``
+      (the default 1e-7 stops early and leaves ~1e-4 rad/s rate errors that drift the base).
+
+Per servo tick the owner calls ``state()`` (through the controller), ``send()``,
+``step()`` and ``measure()``; PyBullet is queried once per tick (joint states, base pose,
+base velocity, after the step) and the result is cached for the next ``state()``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from capture_trainer.errors import ArmError, PhysicsError
+from robot import _kernels as kern
+from robot.arm import ArmState, BaseState, JointCommand
+from robot.models import ManipulatorModel
+from robot.urdf import model_urdf
+
+log = logging.getLogger(__name__)
+
+MOTOR_FORCE_LIMIT = 1.0e5  # [N m]; large: the plant tracks the commanded rate exactly
+SOLVER_ITERATIONS = 100
+
+
+@dataclass
+class PlantMeasurement:
+    """Read-outs of the plant after a step, task frame. ``measure()`` refills one instance.
+
+    Attributes:
+        t_s: plant time [s].
+        ee_position_m: (3,) end-effector position [m] (forward kinematics of the
+            measured joint and base state, with the actual base twist for the velocity).
+        ee_velocity_m_s: (3,) end-effector velocity [m/s].
+        base_torque_n_m: (3,) torque the arm exerted on the base over the last step,
+            about the base centre of mass [N m], from the rate of change of the base's
+            angular momentum (eq. 2's T as the plant realised it).
+        base_attitude_rad: (3,) base attitude as a rotation vector from its initial
+            attitude [rad].
+        base_angular_velocity_rad_s: (3,) [rad/s].
+        q_rad: (n,) [rad]; qd_rad_s: (n,) [rad/s].
+    """
+
+    n_joints: int
+    t_s: float = 0.0
+    ee_position_m: NDArray[np.float64] = field(default_factory=lambda: np.zeros(3))
+    ee_velocity_m_s: NDArray[np.float64] = field(default_factory=lambda: np.zeros(3))
+    base_torque_n_m: NDArray[np.float64] = field(default_factory=lambda: np.zeros(3))
+    base_attitude_rad: NDArray[np.float64] = field(default_factory=lambda: np.zeros(3))
+    base_angular_velocity_rad_s: NDArray[np.float64] = field(default_factory=lambda: np.zeros(3))
+    q_rad: NDArray[np.float64] = field(init=False)
+    qd_rad_s: NDArray[np.float64] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.q_rad = np.zeros(self.n_joints)
+        self.qd_rad_s = np.zeros(self.n_joints)
+
+
+class PyBulletArm:
+    """A :class:`robot.arm.ArmBackend` simulated in PyBullet (one physics client each).
+
+    Args:
+        model: the manipulator (the URDF is generated from it).
+        q0_rad: start pose [rad]; the model's ``q0_rad`` when None.
+        dt_s: plant step [s] (1 kHz by default).
+        gui: open the PyBullet GUI instead of DIRECT.
+    """
+
+    def __init__(self, model: ManipulatorModel, q0_rad: NDArray[np.float64] | None = None,
+                 dt_s: float = 1e-3, gui: bool = False) -> None:
+        import pybullet as pb
+
+        if not (dt_s > 0.0 and math.isfinite(dt_s)):
+            raise PhysicsError(f"dt_s must be a positive number of seconds, got {dt_s}")
+        self._pb = pb
+        self.model = model
+        self.dt_s = float(dt_s)
+        n = model.n_joints
+        self._n = n
+        self._arrays = model.arrays
+        q0 = np.array(model.q0_rad if q0_rad is None else q0_rad, dtype=float)
+        if q0.shape != (n,) or not np.all(np.isfinite(q0)):
+            raise PhysicsError(f"q0_rad must be {n} finite joint angles, got {q0.tolist()}")
+        self._q0 = q0
+        self._client = pb.connect(pb.GUI if gui else pb.DIRECT)
+        if self._client < 0:
+            raise PhysicsError("could not connect to PyBullet")
+        try:
+            self._body = self._load(pb)
+        except Exception:
+            pb.disconnect(physicsClientId=self._client)
+            raise
+        self._joints = list(range(n))
+        self._forces = [MOTOR_FORCE_LIMIT] * n
+        self._t_s = 0.0
+        self._state = ArmState(0.0, np.zeros(n), np.zeros(n), BaseState())
+        self._fresh = False  # is self._state the plant's current state?
+        self._quat_before = np.array([0.0, 0.0, 0.0, 1.0])
+        self._w_before = np.zeros(3)
+        self._have_before = False
+        self._measurement = PlantMeasurement(n)
+        self._points = np.zeros((n + 2, 3))
+        self.reset()
+
+    # ----------------------------------------------------------------- set-up
+    def _load(self, pb: object) -> int:
+        client = self._client
+        pb.setGravity(0.0, 0.0, 0.0, physicsClientId=client)
+        pb.setPhysicsEngineParameter(fixedTimeStep=self.dt_s, numSolverIterations=SOLVER_ITERATIONS,
+                                     solverResidualThreshold=0.0, numSubSteps=0, physicsClientId=client)
+        fd, path = tempfile.mkstemp(suffix=".urdf", prefix=f"{self.model.name}-")
+        try:
+            with os.fdopen(fd, "w") as handle:
+                handle.write(model_urdf(self.model))
+            body = pb.loadURDF(path, useFixedBase=False, flags=pb.URDF_USE_INERTIA_FROM_FILE,
+                               physicsClientId=client)
+        finally:
+            os.unlink(path)
+        if pb.getNumJoints(body, physicsClientId=client) != self._n:
+            raise PhysicsError(f"URDF of {self.model.name} loaded with the wrong number of joints")
+        for link in range(-1, self._n):
+            pb.changeDynamics(body, link, linearDamping=0.0, angularDamping=0.0, jointDamping=0.0,
+                              physicsClientId=client)
+        return body
+
+    def reset(self, q_rad: NDArray[np.float64] | None = None) -> None:
+        """Back to rest: base at the origin with identity attitude, joints at ``q_rad``
+        (the start pose when None), all velocities zero, time zero."""
+        pb, client, body = self._pb, self._client, self._body
+        q = self._q0 if q_rad is None else np.asarray(q_rad, dtype=float)
+        pb.resetBasePositionAndOrientation(body, [0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0], physicsClientId=client)
+        pb.resetBaseVelocity(body, [0.0, 0.0, 0.0], [0.0, 0.0, 0.0], physicsClientId=client)
+        for j in range(self._n):
+            pb.resetJointState(body, j, float(q[j]), 0.0, physicsClientId=client)
+        pb.setJointMotorControlArray(body, self._joints, pb.VELOCITY_CONTROL, targetVelocities=[0.0] * self._n,
+                                     forces=self._forces, physicsClientId=client)
+        self._t_s = 0.0
+        self._fresh = False
+        self._have_before = False
+
+    def set_state(self, q_rad: NDArray[np.float64], qd_rad_s: NDArray[np.float64], base_position_m: NDArray[np.float64],
+                  base_orientation_xyzw: NDArray[np.float64], base_velocity_m_s: NDArray[np.float64],
+                  base_angular_velocity_rad_s: NDArray[np.float64]) -> None:
+        """Put the plant in an arbitrary state (tests); the motors then hold ``qd_rad_s``."""
+        pb, client, body = self._pb, self._client, self._body
+        pb.resetBasePositionAndOrientation(body, list(map(float, base_position_m)),
+                                           list(map(float, base_orientation_xyzw)), physicsClientId=client)
+        pb.resetBaseVelocity(body, list(map(float, base_velocity_m_s)), list(map(float, base_angular_velocity_rad_s)),
+                             physicsClientId=client)
+        for j in range(self._n):
+            pb.resetJointState(body, j, float(q_rad[j]), float(qd_rad_s[j]), physicsClientId=client)
+        pb.setJointMotorControlArray(body, self._joints, pb.VELOCITY_CONTROL,
+                                     targetVelocities=[float(v) for v in qd_rad_s], forces=self._forces,
+                                     physicsClientId=client)
+        self._fresh = False
+        self._have_before = False
+
+    # ------------------------------------------------------------ ArmBackend
+    @property
+    def n_joints(self) -> int:
+        """Number of joints."""
+        return self._n
+
+    @property
+    def body_id(self) -> int:
+        """PyBullet body id (tests and the GUI only; never crosses the ArmBackend seam)."""
+        return self._body
+
+    @property
+    def client_id(self) -> int:
+        """PyBullet physics client id (tests and the GUI only)."""
+        return self._client
+
+    def _read(self) -> None:
+        pb, client, body = self._pb, self._client, self._body
+        joint_states = pb.getJointStates(body, self._joints, physicsClientId=client)
+        position, orientation = pb.getBasePositionAndOrientation(body, physicsClientId=client)
+        velocity, angular = pb.getBaseVelocity(body, physicsClientId=client)
+        state = self._state
+        base = state.base
+        state.t_s = self._t_s
+        state.q_rad[:] = [s[0] for s in joint_states]
+        state.qd_rad_s[:] = [s[1] for s in joint_states]
+        base.position_m[:] = position
+        base.orientation_xyzw[:] = orientation
+        base.velocity_m_s[:] = velocity
+        base.angular_velocity_rad_s[:] = angular
+        self._fresh = True
+
+    def state(self) -> ArmState:
+        """The current plant state (one instance, refilled; base state always known)."""
+        if not self._fresh:
+            self._read()
+        return self._state
+
+    def send(self, command: JointCommand) -> None:
+        """Set the joint-rate motors to ``command.qd_rad_s`` (held until the next send).
+
+        Raises:
+            ArmError: wrong length or a non-finite value anywhere in the command.
+        """
+        velocities = command.qd_rad_s.tolist()
+        if (len(velocities) != self._n or command.q_rad.shape != (self._n,)
+                or command.qdd_rad_s2.shape != (self._n,)):
+            raise ArmError(f"joint command must have {self._n} joints, got {len(velocities)}")
+        if not (all(map(math.isfinite, velocities)) and all(map(math.isfinite, command.q_rad.tolist()))
+                and all(map(math.isfinite, command.qdd_rad_s2.tolist()))):
+            raise ArmError(f"joint command holds a non-finite value: {velocities}")
+        self._pb.setJointMotorControlArray(self._body, self._joints, self._pb.VELOCITY_CONTROL,
+                                           targetVelocities=velocities, forces=self._forces,
+                                           physicsClientId=self._client)
+
+    def step(self) -> None:
+        """Advance the plant by one period ``dt_s``."""
+        if not self._fresh:
+            self._read()
+        base = self._state.base
+        self._quat_before[:] = base.orientation_xyzw
+        self._w_before[:] = base.angular_velocity_rad_s
+        self._have_before = True
+        self._pb.stepSimulation(physicsClientId=self._client)
+        self._t_s += self.dt_s
+        self._fresh = False
+
+    def measure(self) -> PlantMeasurement:
+        """Plant read-outs after the last step (one instance, refilled per call).
+
+        The base torque is that of the last step (zero before the first step).
+        """
+        if not self._fresh:
+            self._read()
+        state = self._state
+        base = state.base
+        out = self._measurement
+        arrays = self._arrays
+        out.t_s = state.t_s
+        out.q_rad[:] = state.q_rad
+        out.qd_rad_s[:] = state.qd_rad_s
+        out.base_angular_velocity_rad_s[:] = base.angular_velocity_rad_s
+        kern.plant_readout(state.q_rad, state.qd_rad_s, base.position_m, base.orientation_xyzw, base.velocity_m_s,
+                           base.angular_velocity_rad_s, arrays.joint_xyz, arrays.joint_rot, arrays.joint_axis,
+                           arrays.ee_offset, out.ee_position_m, out.ee_velocity_m_s, out.base_attitude_rad)
+        if self._have_before:
+            kern.base_torque(self._quat_before, self._w_before, base.angular_velocity_rad_s, arrays.base_inertia,
+                             self.dt_s, out.base_torque_n_m)
+        else:
+            out.base_torque_n_m[:] = 0.0
+        return out
+
+    def link_positions_m(self) -> NDArray[np.float64]:
+        """(n_joints + 2, 3) points for drawing, task frame: base centre, joint origins,
+        end effector. A fresh array (called at display rate, not per tick)."""
+        state = self.state()
+        arrays = self._arrays
+        kern.link_points(state.q_rad, state.base.position_m, state.base.orientation_xyzw, arrays.joint_xyz,
+                         arrays.joint_rot, arrays.joint_axis, arrays.ee_offset, self._points)
+        return self._points.copy()
+
+    def close(self) -> None:
+        """Disconnect from PyBullet (idempotent)."""
+        if self._client is not None and self._client >= 0:
+            try:
+                self._pb.disconnect(physicsClientId=self._client)
+            except self._pb.error:  # already disconnected
+                log.debug("PyBullet client %s was already disconnected", self._client)
+            self._client = -1
+
+    def __enter__(self) -> PyBulletArm:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,167 @@
+"""The one slave-control path: capture law (eq. 10) -> reactionless IK (eq. 6) -> joint command.
+
+:class:`SlaveController` depends only on the :class:`robot.arm.ArmBackend` protocol and
+the model, so the same object drives the PyBullet plant and a real-arm bridge. Each
+:meth:`SlaveController.step` reads ``arm.state()``, computes, and ``arm.send()``-s one
+command; it never advances a simulated plant (the owner calls ``PyBulletArm.step()``
+afterwards; a real arm runs on its own clock).
+
+The whole computation is one compiled call (:func:`robot._kernels.controller_step`):
+the dynamics terms at the measured state, ``ẍ_d = ẍ_cmd − k_p e − k_d ė`` with
+``e = ee − x_cmd`` (eq. 10, the end effector from the model at the measured state), the
+base-feedback torque, the IK with limits, and the integration
+``q̇_cmd = q̇ + q̈ dt``, ``q_cmd = q + q̇ dt + q̈ dt²/2`` from the measured state.
+
+Safety: a non-finite input (command or measured state) or solution never reaches the
+arm: the controller re-sends the last good command (re-stamped), sets ``status.fault``
+for that tick and counts it in :attr:`SlaveController.fault_count`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from robot import _kernels as kern
+from robot.arm import ArmBackend, JointCommand
+from robot.ik import IKSettings, settings_vector, solver_code
+from robot.models import ManipulatorModel
+
+
+
+@dataclass
+class SlaveStatus:
+    """What one controller tick computed. :meth:`SlaveController.step` refills one instance.
+
+    Attributes:
+        t_s: time of the tick [s].
+        ee_position_m: (3,) end effector from the controller's model at the measured
+            state [m], task frame.
+        ee_velocity_m_s: (3,) J q̇ from the model at the measured state [m/s].
+        base_torque_predicted_n_m: (3,) T = M q̈ + n (eq. 2) for the chosen q̈ [N m].
+        qdd_rad_s2: (n,) chosen joint accelerations [rad/s^2].
+        sigma_ratio: σ_min(M (I − J⁺J)) / ‖M‖ (reaction-singularity gauge).
+        singular: sigma_ratio under the damping threshold.
+        limited: a joint limit was active.
+        residual: eq. 1 residual over the task rows [m/s^2].
+        fault: the tick's inputs or solution were non-finite; the last good command was held.
+    """
+
+    n_joints: int
+    t_s: float = 0.0
+    ee_position_m: NDArray[np.float64] = field(default_factory=lambda: np.zeros(3))
+    ee_velocity_m_s: NDArray[np.float64] = field(default_factory=lambda: np.zeros(3))
+    base_torque_predicted_n_m: NDArray[np.float64] = field(default_factory=lambda: np.zeros(3))
+    qdd_rad_s2: NDArray[np.float64] = field(init=False)
+    sigma_ratio: float = 1.0
+    singular: bool = False
+    limited: bool = False
+    residual: float = 0.0
+    fault: bool = False
+
+    def __post_init__(self) -> None:
+        self.qdd_rad_s2 = np.zeros(self.n_joints)
+
+
+_IDENTITY_QUAT = np.array([0.0, 0.0, 0.0, 1.0])
+
+
+class SlaveController:
+    """Capture law + reactionless IK + integration, driving any :class:`ArmBackend`.
+
+    Args:
+        model: the manipulator the arm is (its limits and mass properties).
+        arm: the backend (``PyBulletArm`` or a real-arm bridge).
+        solver: ``lse`` (eq. 6, reactionless) or ``pinv`` (minimum-norm baseline).
+        k_p: position gain of eq. 10 [1/s^2]; k_d: velocity gain [1/s].
+        dt_s: servo period [s].
+        settings: IK damping, limits and base-feedback gains.
+    """
+
+    def __init__(self, model: ManipulatorModel, arm: ArmBackend, solver: str = "lse", k_p: float = 7.7,
+                 k_d: float = 5.0, dt_s: float = 1e-3, settings: IKSettings | None = None) -> None:
+        solver_code(solver)
+        if arm.n_joints != model.n_joints:
+            raise ValueError(f"arm has {arm.n_joints} joints, model {model.name} has {model.n_joints}")
+        if not dt_s > 0.0:
+            raise ValueError(f"dt_s must be > 0, got {dt_s}")
+        n = model.n_joints
+        self.model = model
+        self.arm = arm
+        self.solver = solver
+        self.settings = settings or IKSettings()
+        self._a = model.arrays
+        self._params = settings_vector(self.settings, solver, dt_s, k_p, k_d)
+        self._qdd = np.zeros(n)
+        self._status_vec = np.zeros(kern.N_STATUS)
+        self._diag = np.zeros(8)
+        self._cmd = JointCommand.zeros(n)
+        self._good = JointCommand.zeros(n)
+        self._have_good = False
+        self._zero3 = np.zeros(3)
+        self._status = SlaveStatus(n)
+        self.fault_count = 0
+
+    @property
+    def last_command(self) -> JointCommand:
+        """The last command handed to the arm (one instance, refilled)."""
+        return self._good
+
+    def step(self, t_s: float, x_cmd_m: NDArray[np.float64], v_cmd_m_s: NDArray[np.float64],
+             a_cmd_m_s2: NDArray[np.float64]) -> SlaveStatus:
+        """One servo tick: read the arm, solve, send one joint command.
+
+        Args:
+            t_s: controller time [s] (stamped on the command).
+            x_cmd_m, v_cmd_m_s, a_cmd_m_s2: (3,) commanded EE position [m], velocity
+                [m/s] and acceleration [m/s^2], task frame (planar: z ignored). Pass
+                contiguous float64 arrays (anything else is converted, costing a little).
+
+        Returns:
+            The refilled :class:`SlaveStatus` (copy what you keep).
+        """
+        if type(x_cmd_m) is not np.ndarray or type(v_cmd_m_s) is not np.ndarray or type(a_cmd_m_s2) is not np.ndarray:
+            x_cmd_m, v_cmd_m_s, a_cmd_m_s2 = (np.ascontiguousarray(v, dtype=float) for v in (x_cmd_m, v_cmd_m_s, a_cmd_m_s2))
+        state = self.arm.state()
+        base = state.base
+        a = self._a
+        if base is None:
+            pos, quat, w, have = self._zero3, _IDENTITY_QUAT, self._zero3, 0.0
+        else:
+            pos, quat, w, have = base.position_m, base.orientation_xyzw, base.angular_velocity_rad_s, 1.0
+        cmd = self._cmd
+        sv = self._status_vec
+        kern.controller_step(state.q_rad, state.qd_rad_s, pos, quat, w, have, x_cmd_m, v_cmd_m_s, a_cmd_m_s2,
+                             a.joint_xyz, a.joint_rot, a.joint_axis, a.link_mass, a.link_com, a.link_inertia,
+                             a.ee_offset, a.base_mass, a.base_inertia, a.task_rows, a.reaction_rows, a.q_min,
+                             a.q_max, a.qd_max, a.qdd_max, self._params, self._qdd, cmd.q_rad, cmd.qd_rad_s, sv,
+                             self._diag)
+        status = self._status
+        status.t_s = t_s
+        status.ee_position_m[:] = sv[kern.S_EE:kern.S_EE + 3]
+        status.ee_velocity_m_s[:] = sv[kern.S_EE_V:kern.S_EE_V + 3]
+        status.base_torque_predicted_n_m[:] = sv[kern.S_TORQUE:kern.S_TORQUE + 3]
+        status.qdd_rad_s2[:] = self._qdd
+        status.sigma_ratio = sv[kern.S_SIGMA_RATIO]
+        status.singular = sv[kern.S_SINGULAR] > 0.0
+        status.limited = sv[kern.S_LIMITED] > 0.0
+        status.residual = sv[kern.S_RESIDUAL]
+        status.fault = sv[kern.S_FAULT] > 0.0
+        good = self._good
+        if status.fault:
+            self.fault_count += 1
+            if not self._have_good:  # nothing sent yet: hold still
+                good.q_rad[:] = state.q_rad if np.all(np.isfinite(state.q_rad)) else 0.0
+                good.qd_rad_s[:] = 0.0
+                good.qdd_rad_s2[:] = 0.0
+                self._have_good = True
+        else:
+            good.q_rad[:] = cmd.q_rad
+            good.qd_rad_s[:] = cmd.qd_rad_s
+            good.qdd_rad_s2[:] = self._qdd
+            self._have_good = True
+        good.t_s = t_s
+        self.arm.send(good)
+        return status

@@ -1,0 +1,129 @@
+"""IK: eq. 1 holds, LSE reduces TᵀT against the pseudoinverse, limits and singularities."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from robot.dynamics import dynamics_terms
+from robot.ik import IKSettings, make_solver
+from robot.models import MODELS
+
+# Far from limits and with rates small enough that no bound is active: the pure eq. 6.
+FREE = IKSettings(null_gain_1_s=0.0, limit_gain_1_s2=0.0)
+
+
+def _state(model, data):
+    n = model.n_joints
+    q = np.array([data.draw(st.floats(lo * 0.5, hi * 0.5)) for lo, hi in zip(model.q_min_rad, model.q_max_rad)])
+    qd = np.array([data.draw(st.floats(-0.2, 0.2)) * v for v in model.qd_max_rad_s])
+    xdd = np.array([data.draw(st.floats(-0.5, 0.5)) for _ in range(3)])
+    return q, qd[:n], xdd
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_lse_satisfies_eq1_and_beats_pinv(name, data):
+    model = MODELS[name]
+    q, qd, xdd = _state(model, data)
+    terms = dynamics_terms(model, q, qd)
+    rows = model.arrays.task_rows
+    react = model.arrays.reaction_rows
+    # away from kinematic singularities (there J⁺ is damped on purpose and eq. 1 traded off)
+    assume(np.linalg.svd(terms.jacobian[rows], compute_uv=False)[-1] > 2 * FREE.jacobian_sigma_m)
+    lse = make_solver("lse", FREE).solve(model, terms, xdd, q, qd, dt_s=1e-3)
+    pinv = make_solver("pinv", FREE).solve(model, terms, xdd, q, qd, dt_s=1e-3)
+    for result in (lse, pinv):
+        if result.limited:
+            return  # a bound is active: eq. 1 may be traded off (covered below)
+    scale = np.linalg.norm(xdd[rows]) + np.linalg.norm(terms.jdot_qdot[rows]) + 1e-12
+    # eq. 1: J q̈ + J̇ q̇ − ẍ = 0, checked independently of the solver's own residual
+    eq1 = terms.jacobian[rows] @ lse.qdd + terms.jdot_qdot[rows] - xdd[rows]
+    assert np.linalg.norm(eq1) <= 1e-9 * scale
+    eq1_pinv = terms.jacobian[rows] @ pinv.qdd + terms.jdot_qdot[rows] - xdd[rows]
+    assert np.linalg.norm(eq1_pinv) <= 1e-9 * scale
+    torque_lse = terms.reaction_map[react] @ lse.qdd + terms.reaction_bias[react]
+    torque_pinv = terms.reaction_map[react] @ pinv.qdd + terms.reaction_bias[react]
+    assert torque_lse @ torque_lse <= torque_pinv @ torque_pinv * (1 + 1e-9) + 1e-24
+    # the difference lies in the null space of J (the task is untouched by the correction)
+    assert np.linalg.norm(terms.jacobian[rows] @ (lse.qdd - pinv.qdd)) <= 1e-9 * scale
+    if not lse.singular:
+        # away from reaction singularities the reaction is cancelled completely when the
+        # null space is wide enough (planar: 3 - 2 = 1 >= 1; spatial: 7 - 3 = 4 >= 3)
+        assert np.linalg.norm(torque_lse) <= 1e-9 * (np.linalg.norm(torque_pinv) + np.linalg.norm(terms.reaction_bias)) + 1e-12
+
+
+def test_lse_is_the_constrained_least_squares_optimum():
+    """Against an independent solver: the KKT system of min |M q̈ + n|² s.t. eq. 1."""
+    model = MODELS["spatial-7dof"]
+    rng = np.random.default_rng(3)
+    q = np.array(model.q0_rad) + rng.uniform(-0.3, 0.3, 7)
+    qd = rng.uniform(-0.2, 0.2, 7)
+    xdd = np.array([0.3, -0.2, 0.1])
+    terms = dynamics_terms(model, q, qd)
+    lse = make_solver("lse", FREE).solve(model, terms, xdd, q, qd, dt_s=1e-3)
+    assert not lse.singular
+    jac, mmat = terms.jacobian, terms.reaction_map
+    # minimise |M q̈ + n|² + eps |q̈|² (tiny regulariser: M q̈ has a 1-D null space left)
+    eps = 1e-12
+    kkt = np.block([[2 * (mmat.T @ mmat) + 2 * eps * np.eye(7), jac.T], [jac, np.zeros((3, 3))]])
+    rhs = np.concatenate([-2 * mmat.T @ terms.reaction_bias, xdd - terms.jdot_qdot])
+    solution = np.linalg.lstsq(kkt, rhs, rcond=None)[0][:7]
+    t_kkt = mmat @ solution + terms.reaction_bias
+    t_lse = mmat @ lse.qdd + terms.reaction_bias
+    assert np.linalg.norm(t_lse) <= np.linalg.norm(t_kkt) + 1e-9
+
+
+def test_reaction_singularity_is_damped_and_reported():
+    """At a reaction singularity of the planar arm (det [J; M] = 0 with J of full rank,
+    found by bisection on that determinant with numpy) the solver must report it, stay
+    finite and bounded, and still meet the task (the damping acts only on the reaction)."""
+    from scipy.optimize import brentq
+
+    model = MODELS["planar-3r"]
+    qd = np.zeros(3)
+
+    def pose(angle):  # the wrist joint sweeps through the singular surface near 0
+        return np.array([0.3, 1.0, angle])
+
+    def det(angle):
+        terms = dynamics_terms(model, pose(angle), qd)
+        return np.linalg.det(np.vstack([terms.jacobian[:2], terms.reaction_map[2:]]))
+
+    assert det(-1.0) * det(1.0) < 0
+    angle = brentq(det, -1.0, 1.0, xtol=1e-15)
+    q = pose(angle)
+    terms = dynamics_terms(model, q, qd)
+    assert np.linalg.svd(terms.jacobian[:2], compute_uv=False)[-1] > 0.05  # not a kinematic one
+    xdd = np.array([0.2, -0.1, 0.0])
+    result = make_solver("lse").solve(model, terms, xdd, q, qd, dt_s=1e-3)
+    assert result.singular and result.sigma_ratio < 1e-6
+    assert result.reason == "reaction singularity (damped)"
+    assert np.all(np.isfinite(result.qdd)) and np.all(np.abs(result.qdd) <= np.array(model.qdd_max_rad_s2))
+    assert np.linalg.norm(terms.jacobian[:2] @ result.qdd + terms.jdot_qdot[:2] - xdd[:2]) < 1e-9
+    undamped = make_solver("lse", IKSettings(sigma_threshold=0.0)).solve(model, terms, xdd, q, qd, dt_s=1e-3)
+    # without damping the same state is hopeless: non-finite or pinned on its bounds
+    assert not np.all(np.isfinite(undamped.qdd)) or undamped.limited
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_limits_are_respected(name):
+    model = MODELS[name]
+    n = model.n_joints
+    q = np.array(model.q_max_rad) - 1e-3  # at the upper limits
+    qd = np.array(model.qd_max_rad_s) * 0.99  # moving toward them fast
+    terms = dynamics_terms(model, q, qd)
+    result = make_solver("lse").solve(model, terms, np.array([5.0, 5.0, 5.0]), q, qd, dt_s=1e-3)
+    assert result.limited and result.reason != "ok"
+    assert np.all(np.abs(result.qdd) <= np.array(model.qdd_max_rad_s2) + 1e-9)
+    qd_next = qd + result.qdd * 1e-3
+    assert np.all(qd_next <= np.array(model.qd_max_rad_s) + 1e-9)
+    assert result.qdd.shape == (n,)
+
+
+def test_unknown_solver_lists_names():
+    with pytest.raises(ValueError, match="lse, pinv"):
+        make_solver("lsq")
