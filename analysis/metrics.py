@@ -306,11 +306,26 @@ def _nanmin(values: NDArray[np.float64]) -> float:
 def first_reach(
     time_s: NDArray[np.float64], relative_m: NDArray[np.float64], radius_m: float
 ) -> Reach | None:
-    """The first reach (``d <= 0``), or None if the trial never reaches the target."""
+    """The first reach (``d <= 0``), or None if the trial never reaches the target.
+
+    The relative position is taken as linear between samples, so a path that grazes the
+    sphere between two samples (a chord shorter than one sample's travel) is a reach too.
+    """
     inside = np.flatnonzero(surface_distance_m(relative_m, radius_m) <= 0.0)
-    if inside.size == 0:
+    first_inside = int(inside[0]) if inside.size else relative_m.shape[0]
+    if first_inside == 0:
+        return sphere_crossing(time_s, relative_m, radius_m, 0)
+    start = relative_m[:first_inside - 1] if inside.size else relative_m[:-1]
+    step = relative_m[1 : start.shape[0] + 1] - start
+    length2 = np.einsum("ij,ij->i", step, step)
+    along = np.clip(-np.einsum("ij,ij->i", start, step) / np.where(length2 > 0.0, length2, 1.0), 0.0, 1.0)
+    closest = start + along[:, None] * step
+    grazing = np.flatnonzero(np.einsum("ij,ij->i", closest, closest) <= radius_m * radius_m)
+    if grazing.size:
+        return sphere_crossing(time_s, relative_m, radius_m, int(grazing[0]) + 1)
+    if not inside.size:
         return None
-    return sphere_crossing(time_s, relative_m, radius_m, int(inside[0]))
+    return sphere_crossing(time_s, relative_m, radius_m, first_inside)
 
 
 def contacts(
