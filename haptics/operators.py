@@ -1,0 +1,656 @@
+"""Simulated participants: a human operator model holding the stylus.
+
+The operator sees the scene (target and end effector, mapped to the device frame by the
+trial tick) through a reaction delay, plans minimum-jerk submovements that intercept the
+target at its velocity, and moves the stylus through an arm endpoint impedance, so that
+guidance forces on the stylus move the hand. Sources (see docs/readme/haptics.md):
+
+* minimum-jerk point-to-point movements: Flash & Hogan 1985 (J. Neurosci. 5:1688);
+  quintic with boundary positions, velocities and accelerations;
+* reaction / visuomotor correction delay 150-250 ms: Welford 1980, Day & Lyon 2000;
+* movement time grows with log2 of distance/width: Fitts 1954;
+* discrete, overlapping corrective submovements: Meyer et al. 1988 (Psychol. Rev. 95:340),
+  Novak et al. 2000; intermittent re-planning at 2-5 Hz: Craik 1947, Gawthrop et al. 2011;
+* endpoint impedance of the arm: mass 1-2 kg, stiffness 200-800 N/m, damping 5-30 N s/m
+  (Mussa-Ivaldi et al. 1985, Dolan et al. 1993, Burdet et al. 2001); co-contraction raises
+  stiffness, relaxing lowers it (Burdet 2001, Franklin 2008);
+* signal-dependent motor noise, SD proportional to the motor command: Harris & Wolpert
+  1998 (Nature 394:780), van Beers et al. 2004; speed discrimination Weber fraction
+  ~5-10 %: McKee 1981;
+* interception of moving targets with velocity prediction; people hit rather than stop
+  at them: Brenner & Smeets 1996/2018;
+* forward models that predict the hand's effect despite feedback delays (Smith
+  predictor): Miall et al. 1993, Wolpert et al. 1995; internal models of limb dynamics
+  (feedforward): Shadmehr & Mussa-Ivaldi 1994;
+* humans yield to (or fight) haptic shared control by changing grip impedance: Abbink
+  et al. 2012 (Cogn. Tech. Work 14:19).
+
+Sign convention (``haptics.device``): the device force is the force on the stylus. The
+hand force on the stylus is
+
+    f_e = M_ff a_plan + K (x_eq − x) + B (v_eq − v) + n − M ẍ     (device frame, N)
+
+where ``x_eq, v_eq`` is the hand's equilibrium trajectory (the plan, shifted by how much
+the operator has yielded to the guidance), ``M_ff a_plan`` the feedforward of the plan's
+acceleration (internal model of hand + stylus mass), ``n`` motor noise and ``M ẍ`` the
+hand's own inertia. While the operator goes along with felt guidance the active terms
+are scaled down by its grip (see ``ParticipantParams.relaxed_grip``).
+``SimulatedDevice`` integrates the stylus and the hand's mass together; the operator
+supplies the drive force (everything but ``−K x − B v``, which the device integrates
+exactly) and its impedance ``(M, B, K)`` for the trial.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from capture_trainer.catalog import PARTICIPANT_KINDS
+
+#: Gaussian draws kept in the operator's preallocated noise buffer (refilled in place).
+_NOISE_BLOCK = 4096
+
+
+@dataclass(frozen=True)
+class ParticipantParams:
+    """One simulated participant (device frame, SI units).
+
+    Attributes:
+        kind: ``novice``, ``expert`` or ``passive``.
+        participant_id: label recorded with the trial.
+        reaction_time_s: visual feedback delay [s] (percepts are this old).
+        extrapolation: fraction of the delay the operator compensates by extrapolating
+            the target it sees with its perceived velocity (0 = none, 1 = full).
+        forward_model_gain: how much the operator trusts its prediction of the end
+            effector from its own hand (plus the learned hand-to-end-effector offset)
+            over the delayed view (1 = fully, 0 = only the delayed view).
+        offset_learn_s: time constant [s] with which it learns that offset.
+        hand_mass_kg, hand_stiffness_n_m, hand_damping_n_s_m: arm endpoint impedance
+            with the normal grip.
+        resist_stiffness_gain: factor on stiffness and damping when resisting
+            (co-contraction).
+        fitts_a_s, fitts_b_s: movement time T = a + b log2(1 + D/W) [s].
+        fitts_width_m: W [m], the operator's idea of the target size.
+        min_duration_s: shortest submovement [s].
+        endpoint_k_s: a submovement's endpoint error along the movement has SD
+            ``k D / T`` [m] (Meyer et al. 1988: proportional to the mean speed), k [s].
+        lateral_k_s: the same across the movement (each perpendicular direction) [s].
+        duration_sd: SD of a submovement's duration error (fraction).
+        speed_weber: SD of the perceived target speed (fraction, Weber).
+        velocity_match_sd: SD of the planned final speed along the target's motion, as
+            a fraction of the target's speed (0.3 of it again in any direction).
+        aim_through: how far beyond the target a submovement aims, as a fraction of
+            the gap it closes (people hit moving targets rather than stop at them:
+            Brenner & Smeets 1996; contact then comes while the hand still moves,
+            which is why unguided captures are fast).
+        aim_through_sd: its SD across submovements (same units).
+        overlap: fraction of a submovement after which the next one may start.
+        replan_interval_s: shortest interval between submovement starts [s].
+        noise_const_n: constant part of the motor noise SD [N].
+        noise_gain: signal-dependent part: SD per newton of active hand force.
+        noise_tau_s: correlation time of the motor noise [s].
+        compliance: how much the operator yields to guidance forces, in [0, 1].
+        yield_tau_s: time constant [s] of yielding at full compliance.
+        yield_force_n: felt force [N] from which on the operator knows that guidance
+            is on (and, as far as it complies, goes along with it for the trial).
+        relaxed_grip: the fraction of its active impedance a fully compliant operator
+            keeps while it feels guidance (it relaxes its grip and lets the force
+            drive); the grip follows with time constant ``yield_tau_s``.
+        disagree_weight: how much less a complying operator yields (and how much
+            firmer it grips) when the felt force opposes the force it wants to apply
+            itself: the yield is scaled by ``1 − w (1 − cos θ)/2`` (θ the angle between
+            the two); 1 = it holds firm against a fully opposing force.
+        resist_probability: probability per trial that the operator takes charge
+            (resists the guidance: compliance 0.1, co-contracted grip).
+        has_intent: False for the passive follower (no plan: hand impedance only).
+        tool_mass_kg: the stylus mass in the operator's internal model [kg]; the plan's
+            acceleration times (hand + tool mass) is fed forward (an internal model of
+            the limb's dynamics: Shadmehr & Mussa-Ivaldi 1994), so that the hand follows
+            its minimum-jerk plan and the impedance only handles deviations.
+    """
+
+    kind: str
+    participant_id: str = ""
+    reaction_time_s: float = 0.25
+    extrapolation: float = 0.9
+    hand_mass_kg: float = 1.2
+    hand_stiffness_n_m: float = 250.0
+    hand_damping_n_s_m: float = 12.0
+    resist_stiffness_gain: float = 1.8
+    fitts_a_s: float = 0.35
+    fitts_b_s: float = 0.22
+    fitts_width_m: float = 0.01
+    min_duration_s: float = 0.25
+    endpoint_k_s: float = 0.1
+    lateral_k_s: float = 0.015
+    duration_sd: float = 0.12
+    speed_weber: float = 0.10
+    velocity_match_sd: float = 0.6
+    aim_through: float = 0.2
+    aim_through_sd: float = 0.1
+    overlap: float = 0.75
+    replan_interval_s: float = 0.3
+    noise_const_n: float = 0.05
+    noise_gain: float = 0.08
+    noise_tau_s: float = 0.04
+    compliance: float = 0.7
+    yield_tau_s: float = 0.15
+    yield_force_n: float = 0.5
+    relaxed_grip: float = 0.3
+    disagree_weight: float = 1.0
+    resist_probability: float = 0.1
+    has_intent: bool = True
+    tool_mass_kg: float = 0.05
+    forward_model_gain: float = 0.85
+    offset_learn_s: float = 1.0
+
+    def as_dict(self) -> dict[str, object]:
+        """Plain-data form recorded with the trial metadata."""
+        return asdict(self)
+
+
+#: The built-in kinds. Values from the sources in the module docstring; "expert" reacts
+#: faster, predicts fully, moves more accurately and matches velocity better.
+PARTICIPANT_PRESETS: dict[str, ParticipantParams] = {
+    "novice": ParticipantParams(kind="novice"),
+    "expert": ParticipantParams(
+        kind="expert",
+        reaction_time_s=0.2,
+        extrapolation=1.0,
+        forward_model_gain=1.0,
+        hand_stiffness_n_m=300.0,
+        hand_damping_n_s_m=14.0,
+        fitts_a_s=0.3,
+        fitts_b_s=0.18,
+        endpoint_k_s=0.04,
+        lateral_k_s=0.008,
+        duration_sd=0.07,
+        speed_weber=0.06,
+        velocity_match_sd=0.25,
+        aim_through=0.08,
+        aim_through_sd=0.05,
+        replan_interval_s=0.2,
+        noise_gain=0.05,
+        compliance=0.75,
+        resist_probability=0.15,
+    ),
+    "passive": ParticipantParams(
+        kind="passive",
+        hand_mass_kg=0.8,
+        hand_stiffness_n_m=0.0,
+        hand_damping_n_s_m=4.0,
+        noise_const_n=0.02,
+        noise_gain=0.0,
+        compliance=1.0,
+        resist_probability=0.0,
+        has_intent=False,
+    ),
+}
+assert tuple(PARTICIPANT_PRESETS) == PARTICIPANT_KINDS
+
+
+@runtime_checkable
+class Operator(Protocol):
+    """What ``SimulatedDevice`` needs from whoever holds the stylus (device frame, SI)."""
+
+    params: ParticipantParams
+
+    def reset(self, t_s: float, position_dev_m: NDArray[np.float64], trial_seed: int | None = None) -> None:
+        """Start a trial: hand at rest at ``position_dev_m``; draw the trial's choices."""
+        ...
+
+    def impedance(self) -> tuple[float, float, float]:
+        """(mass kg, damping N s/m, stiffness N/m) of the hand for the current trial."""
+        ...
+
+    def perceive(
+        self,
+        t_s: float,
+        target_position_dev_m: NDArray[np.float64],
+        target_velocity_dev_m_s: NDArray[np.float64],
+        ee_position_dev_m: NDArray[np.float64],
+        ee_velocity_dev_m_s: NDArray[np.float64],
+    ) -> None:
+        """What the operator sees at ``t_s``, mapped to the device frame."""
+        ...
+
+    def drive(
+        self,
+        t_s: float,
+        position_dev_m: NDArray[np.float64],
+        velocity_dev_m_s: NDArray[np.float64],
+        felt_force_n: NDArray[np.float64],
+        out: NDArray[np.float64],
+    ) -> None:
+        """Write the drive force (all of the hand force but ``−K x − B v``) [N] into ``out``."""
+        ...
+
+
+def quintic_coefficients(
+    x0: float, v0: float, a0: float, x1: float, v1: float, a1: float, duration_s: float,
+    out: NDArray[np.float64],
+) -> None:
+    """Minimum-jerk (quintic) x(τ) = Σ c_k τ^k, τ ∈ [0, T], with given boundary states.
+
+    Flash & Hogan 1985: the jerk-minimising trajectory between two states is the quintic
+    matching positions, velocities and accelerations at both ends. Writes c_0..c_5.
+    """
+    t = duration_s
+    t2 = t * t
+    t3 = t2 * t
+    t4 = t3 * t
+    t5 = t4 * t
+    d = x1 - x0 - v0 * t - 0.5 * a0 * t2
+    dv = v1 - v0 - a0 * t
+    da = a1 - a0
+    out[0] = x0
+    out[1] = v0
+    out[2] = 0.5 * a0
+    out[3] = (10.0 * d - 4.0 * dv * t + 0.5 * da * t2) / t3
+    out[4] = (-15.0 * d + 7.0 * dv * t - da * t2) / t4
+    out[5] = (6.0 * d - 3.0 * dv * t + 0.5 * da * t2) / t5
+
+
+class HumanOperator:
+    """The operator model (module docstring). Deterministic for (seed, trial seed).
+
+    Args:
+        params: the participant.
+        seed: the participant's seed (motor noise and choices derive from it and from
+            the trial seed given to ``reset``).
+        dt_s: the servo period [s] (sizes the percept ring buffer).
+    """
+
+    def __init__(self, params: ParticipantParams, seed: int = 0, dt_s: float = 1e-3) -> None:
+        if params.kind not in PARTICIPANT_KINDS:
+            raise ValueError(f"unknown participant kind {params.kind!r}; expected one of {PARTICIPANT_KINDS}")
+        if not dt_s > 0.0:
+            raise ValueError(f"dt_s must be positive, got {dt_s}")
+        self.params = params
+        self.seed = int(seed)
+        self.dt_s = float(dt_s)
+        cap = int(math.ceil(params.reaction_time_s / dt_s)) + 8
+        self._cap = cap
+        # Percept ring: t, target pos (3), target vel (3), ee pos (3), ee vel (3), and
+        # the hand's position when it was seen (proprioception, 3).
+        self._ring = np.zeros((cap, 16))
+        self._x_hand = [0.0, 0.0, 0.0]
+        self._offset = [0.0, 0.0, 0.0]
+        self._x_eq = [0.0, 0.0, 0.0]
+        self._want = [0.0, 0.0, 0.0]
+        self._coef = np.zeros((3, 6))
+        self._noise_buf = np.zeros((_NOISE_BLOCK, 3))
+        self._noise = [0.0, 0.0, 0.0]
+        self._yield_x = [0.0, 0.0, 0.0]
+        self._yield_v = [0.0, 0.0, 0.0]
+        self._goal_x = [0.0, 0.0, 0.0]
+        self._goal_v = [0.0, 0.0, 0.0]
+        self.reset(0.0, np.zeros(3))
+
+    # -- trial set-up ------------------------------------------------------------
+
+    def reset(self, t_s: float, position_dev_m: NDArray[np.float64], trial_seed: int | None = None) -> None:
+        """Start a trial with the hand at rest at ``position_dev_m`` [m] at ``t_s`` [s]."""
+        p = self.params
+        entropy = [self.seed] if trial_seed is None else [self.seed, int(trial_seed)]
+        self._rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy)))
+        self.resisting = bool(self._rng.random() < p.resist_probability)
+        gain = p.resist_stiffness_gain if self.resisting else 1.0
+        self._m = p.hand_mass_kg
+        self._b = p.hand_damping_n_s_m * gain
+        self._k = p.hand_stiffness_n_m * gain
+        self._compliance = 0.1 * p.compliance if self.resisting else p.compliance
+        self._rng.standard_normal(out=self._noise_buf)
+        self._noise_i = 0
+        self._noise[:] = [0.0, 0.0, 0.0]
+        self._yield_x[:] = [0.0, 0.0, 0.0]
+        self._yield_v[:] = [0.0, 0.0, 0.0]
+        self._n_percepts = 0
+        self._read = -1
+        self._first_percept_t = math.nan
+        self._next_plan_t = math.inf
+        self._active_n = 0.0
+        self._grip = 1.0
+        self.guided = False
+        self._want[:] = [0.0, 0.0, 0.0]
+        self.submovements = 0
+        x = [float(v) for v in position_dev_m]
+        self._x_eq[:] = x
+        self._x_hand[:] = x
+        self._offset[:] = [0.0, 0.0, 0.0]
+        self._offset_t = math.nan
+        self._plan_t0 = t_s
+        self._plan_T = self.dt_s
+        for k in range(3):
+            quintic_coefficients(x[k], 0.0, 0.0, x[k], 0.0, 0.0, self.dt_s, self._coef[k])
+            self._goal_x[k] = x[k]
+            self._goal_v[k] = 0.0
+        self._last_t = t_s
+
+    def impedance(self) -> tuple[float, float, float]:
+        """(mass kg, damping N s/m, stiffness N/m) for this trial."""
+        return self._m, self._b, self._k
+
+    # -- per tick ------------------------------------------------------------------
+
+    def perceive(
+        self,
+        t_s: float,
+        target_position_dev_m: NDArray[np.float64],
+        target_velocity_dev_m_s: NDArray[np.float64],
+        ee_position_dev_m: NDArray[np.float64],
+        ee_velocity_dev_m_s: NDArray[np.float64],
+    ) -> None:
+        """Store what is seen at ``t_s`` (device frame); it is used ``reaction_time_s`` later."""
+        row = self._ring[self._n_percepts % self._cap]
+        row[0] = t_s
+        row[1:4] = target_position_dev_m
+        row[4:7] = target_velocity_dev_m_s
+        row[7:10] = ee_position_dev_m
+        row[10:13] = ee_velocity_dev_m_s
+        row[13:16] = self._x_hand
+        if self._n_percepts == 0:
+            self._first_percept_t = t_s
+            if self.params.has_intent:
+                self._next_plan_t = t_s + self.params.reaction_time_s
+        self._n_percepts += 1
+
+    def _delayed_row(self, t_s: float) -> NDArray[np.float64] | None:
+        """The newest percept at least ``reaction_time_s`` old (advances a read pointer)."""
+        cutoff = t_s - self.params.reaction_time_s + 1e-9
+        n = self._n_percepts
+        read = self._read
+        oldest = n - self._cap
+        if read < oldest:
+            read = oldest
+        while read + 1 < n and self._ring[(read + 1) % self._cap, 0] <= cutoff:
+            read += 1
+        self._read = read
+        if read < 0 or self._ring[read % self._cap, 0] > cutoff:
+            return None
+        return self._ring[read % self._cap]
+
+    def _plan_state(self, t_s: float, k: int) -> tuple[float, float, float]:
+        """Planned position, velocity, acceleration of axis ``k`` at ``t_s``."""
+        tau = t_s - self._plan_t0
+        big_t = self._plan_T
+        if tau >= big_t:
+            v = self._goal_v[k]
+            return self._goal_x[k] + v * (tau - big_t), v, 0.0
+        if tau < 0.0:
+            tau = 0.0
+        c0, c1, c2, c3, c4, c5 = self._coef[k].tolist()
+        x = c0 + tau * (c1 + tau * (c2 + tau * (c3 + tau * (c4 + tau * c5))))
+        v = c1 + tau * (2.0 * c2 + tau * (3.0 * c3 + tau * (4.0 * c4 + tau * 5.0 * c5)))
+        a = 2.0 * c2 + tau * (6.0 * c3 + tau * (12.0 * c4 + tau * 20.0 * c5))
+        return x, v, a
+
+    def _gauss(self) -> float:
+        i = self._noise_i
+        if i >= 3 * _NOISE_BLOCK:
+            self._rng.standard_normal(out=self._noise_buf)
+            i = 0
+        self._noise_i = i + 1
+        return float(self._noise_buf.flat[i])
+
+    def _plan(self, t_s: float, row: NDArray[np.float64]) -> None:
+        """Start a new submovement that intercepts the (predicted) target."""
+        p = self.params
+        lag = t_s - row[0]
+        ex = p.extrapolation * lag
+        r = row.tolist()
+        tgt = [r[1 + k] + r[4 + k] * ex for k in range(3)]
+        speed_factor = 1.0 + p.speed_weber * self._gauss()
+        vt = [r[4 + k] * speed_factor for k in range(3)]
+        start = [self._plan_state(t_s, k) for k in range(3)]
+        # Fold what the operator yielded so far into the new plan's start.
+        x0 = [start[k][0] + self._yield_x[k] for k in range(3)]
+        v0 = [start[k][1] + self._yield_v[k] for k in range(3)]
+        a0 = [start[k][2] for k in range(3)]
+        # Where the end effector is now: what was seen, moved on by the hand's own
+        # commanded motion since (forward model / Smith predictor, Miall et al. 1993).
+        # The operator predicts the end effector from its own hand: it has learned
+        # the mapping's offset between the two (a slow average of what it saw), so the
+        # slave's transient lag and the visual delay are not mistaken for errors
+        # (forward model / Smith predictor: Miall et al. 1993; Wolpert et al. 1995).
+        seen_offset = [r[7 + k] - r[13 + k] for k in range(3)]
+        if self._offset_t != self._offset_t:
+            self._offset[:] = seen_offset
+        else:
+            learn = 1.0 - math.exp(-(row[0] - self._offset_t) / p.offset_learn_s)
+            for k in range(3):
+                self._offset[k] += learn * (seen_offset[k] - self._offset[k])
+        self._offset_t = row[0]
+        fm = p.forward_model_gain
+        ee = [r[7 + k] + fm * (x0[k] + self._offset[k] - r[7 + k]) for k in range(3)]
+        # Duration: Fitts' law on the relative displacement (the gap to close; moving
+        # along with the target is pursuit, not aiming).
+        gap = [tgt[k] - ee[k] for k in range(3)]
+        gap_m = math.sqrt(sum(g * g for g in gap))
+        duration = max(p.min_duration_s, p.fitts_a_s + p.fitts_b_s * math.log2(1.0 + gap_m / p.fitts_width_m))
+        move = [gap[k] + vt[k] * duration for k in range(3)]
+        dist = math.sqrt(sum(m * m for m in move))
+        # Endpoint error proportional to the mean speed D/T (Meyer et al. 1988), along
+        # the movement and across it.
+        mean_speed = dist / duration
+        along = p.endpoint_k_s * mean_speed * self._gauss()
+        if dist > 1e-9:
+            u = [m / dist for m in move]
+            w = [self._gauss(), self._gauss(), self._gauss()]
+            wu = sum(w[k] * u[k] for k in range(3))
+            err = [(w[k] - wu * u[k]) * p.lateral_k_s * mean_speed + along * u[k] for k in range(3)]
+        else:
+            err = [0.0, 0.0, 0.0]
+        duration *= max(0.5, 1.0 + p.duration_sd * self._gauss())
+        # Final velocity: the target's as perceived, scaled by a speed-matching error
+        # (over- or undershoot of the target's speed), plus a smaller error in any
+        # direction; both proportional to the target's speed.
+        vt_speed = math.sqrt(sum(v * v for v in vt))
+        # With guidance felt, a complying operator leaves the final approach (where to
+        # stop, at what speed) to it: its own errors there shrink by its compliance.
+        own = 1.0 - self._compliance if self.guided else 1.0
+        speed_gain = 1.0 + own * p.velocity_match_sd * self._gauss()
+        vm = 0.3 * own * p.velocity_match_sd * vt_speed
+        # Interceptive habit: aim through the target (hit rather than match), by a
+        # fraction of the gap, so that contact comes before the plan has slowed down.
+        through = own * max(0.0, p.aim_through + p.aim_through_sd * self._gauss())
+        for k in range(3):
+            x1 = x0[k] + move[k] + err[k] + through * gap[k]
+            v1 = vt[k] * speed_gain + vm * self._gauss()
+            quintic_coefficients(x0[k], v0[k], a0[k], x1, v1, 0.0, duration, self._coef[k])
+            self._goal_x[k] = x1
+            self._goal_v[k] = v1
+            self._yield_x[k] = 0.0
+            self._yield_v[k] = 0.0
+        self._plan_t0 = t_s
+        self._plan_T = duration
+        self.submovements += 1
+        jitter = 1.0 + 0.2 * self._gauss()
+        self._next_plan_t = t_s + max(p.replan_interval_s, p.overlap * duration) * max(0.5, jitter)
+
+    def drive(
+        self,
+        t_s: float,
+        position_dev_m: NDArray[np.float64],
+        velocity_dev_m_s: NDArray[np.float64],
+        felt_force_n: NDArray[np.float64],
+        out: NDArray[np.float64],
+    ) -> None:
+        """Write the drive force [N] (device frame, module docstring) for the period from ``t_s``.
+
+        Args:
+            t_s: time [s].
+            position_dev_m, velocity_dev_m_s: (3,) stylus (= hand) state, device frame.
+            felt_force_n: (3,) force the device applies to the stylus [N].
+            out: (3,) written with the drive force [N].
+        """
+        p = self.params
+        dt = t_s - self._last_t
+        if dt < 0.0:
+            dt = 0.0
+        self._last_t = t_s
+        if t_s >= self._next_plan_t:
+            row = self._delayed_row(t_s)
+            if row is not None:
+                self._plan(t_s, row)
+        x = position_dev_m.tolist()
+        v = velocity_dev_m_s.tolist()
+        f = felt_force_n.tolist()
+        felt = math.sqrt(f[0] * f[0] + f[1] * f[1] + f[2] * f[2])
+        # Yielding: the equilibrium drifts toward where the guidance has put the hand.
+        # Yield more to guidance that pulls where the operator wants to go anyway
+        # (shared control: Abbink et al. 2012): weight by the agreement between the felt
+        # force and the operator's own desired force on the previous tick.
+        w = self._want
+        want = math.sqrt(w[0] * w[0] + w[1] * w[1] + w[2] * w[2])
+        if felt > 1e-9 and want > 1e-9:
+            cos = (f[0] * w[0] + f[1] * w[1] + f[2] * w[2]) / (felt * want)
+        else:
+            cos = 0.0
+        # Once a guidance force was felt the operator knows guidance is on and, as far
+        # as it complies, goes along with it for the rest of the trial.
+        if felt >= p.yield_force_n:
+            self.guided = True
+        drive = self._compliance * (1.0 - p.disagree_weight * (0.5 - 0.5 * cos)) if self.guided else 0.0
+        rate = drive * dt / p.yield_tau_s
+        if rate > 1.0:
+            rate = 1.0
+        # What agreement no longer justifies is taken back: the equilibrium returns to
+        # the plan (the operator reasserts it when dragged where it does not want to go).
+        reassert = (self._compliance - drive) * dt / p.yield_tau_s if self.guided else 0.0
+        if reassert > 1.0:
+            reassert = 1.0
+        # Grip: relaxes toward ``relaxed_grip`` while following felt guidance, back to
+        # 1 without it. The active spring-damper is scaled by it (explicitly, the
+        # device integrates the unscaled impedance exactly).
+        grip_target = 1.0 - drive * (1.0 - p.relaxed_grip)
+        a_grip = dt / p.yield_tau_s
+        if a_grip > 1.0:
+            a_grip = 1.0
+        grip = self._grip + a_grip * (grip_target - self._grip)
+        self._grip = grip
+        slack = grip - 1.0
+        # Motor noise: first-order (coloured) Gaussian, SD = const + gain * |active force|.
+        alpha = dt / p.noise_tau_s
+        if alpha > 1.0:
+            alpha = 1.0
+        sd = p.noise_const_n + p.noise_gain * self._active_n
+        kick = sd * math.sqrt(2.0 * alpha)
+        k_h, b_h = self._k, self._b
+        m_ff = self._m + p.tool_mass_kg
+        active2 = 0.0
+        for k in range(3):
+            if p.has_intent:
+                xp, vp, ap = self._plan_state(t_s, k)
+                yx = self._yield_x[k]
+                yv = self._yield_v[k]
+                yx += rate * ((x[k] - xp) - yx) - reassert * yx
+                yv += rate * ((v[k] - vp) - yv) - reassert * yv
+                self._yield_x[k] = yx
+                self._yield_v[k] = yv
+                x_eq = xp + yx
+                v_eq = vp + yv
+            else:
+                # Passive follower: the hand rests around wherever it is, no intent.
+                x_eq = x[k]
+                v_eq = 0.0
+                ap = 0.0
+            self._x_eq[k] = x_eq
+            self._x_hand[k] = x[k]
+            n = self._noise[k]
+            n += alpha * -n + kick * self._gauss()
+            self._noise[k] = n
+            active = k_h * (x_eq - x[k]) + b_h * (v_eq - v[k])
+            if p.has_intent:
+                # What it actively pushes for: its planned acceleration and speed, not
+                # the spring back to where it was (being moved slowly is accepted, being
+                # moved faster than planned is not).
+                w[k] = m_ff * ap + b_h * (vp - v[k])
+            active2 += grip * grip * active * active
+            out[k] = k_h * x_eq + b_h * v_eq + slack * active + n + grip * m_ff * ap
+        self._active_n = math.sqrt(active2)
+
+
+def make_operator(kind: str, seed: int = 0, dt_s: float = 1e-3) -> HumanOperator:
+    """The built-in participant ``kind`` (``novice``, ``expert``, ``passive``)."""
+    if kind not in PARTICIPANT_PRESETS:
+        raise ValueError(f"unknown participant kind {kind!r}; expected one of {PARTICIPANT_KINDS}")
+    return HumanOperator(replace(PARTICIPANT_PRESETS[kind], participant_id=f"{kind}-{seed}"), seed=seed, dt_s=dt_s)
+
+
+#: Individual differences: the log-normal spread (SD of the log) of each parameter a
+#: population sampler varies around the kind's preset. Fractions are clipped to [0, 1].
+POPULATION_SPREAD: dict[str, float] = {
+    "reaction_time_s": 0.12,
+    "extrapolation": 0.1,
+    "forward_model_gain": 0.08,
+    "hand_mass_kg": 0.2,
+    "hand_stiffness_n_m": 0.25,
+    "hand_damping_n_s_m": 0.25,
+    "fitts_a_s": 0.15,
+    "fitts_b_s": 0.15,
+    "endpoint_k_s": 0.25,
+    "lateral_k_s": 0.25,
+    "velocity_match_sd": 0.25,
+    "aim_through": 0.3,
+    "noise_gain": 0.25,
+    "compliance": 0.15,
+    "relaxed_grip": 0.2,
+    "resist_probability": 0.4,
+}
+_FRACTIONS = frozenset(
+    {"extrapolation", "forward_model_gain", "compliance", "relaxed_grip", "resist_probability"}
+)
+
+
+def _allocate(n: int, mix: dict[str, float]) -> list[str]:
+    """Exactly ``n`` kinds in the proportions of ``mix`` (largest remainders)."""
+    total = sum(mix.values())
+    if not mix or total <= 0.0 or any(w < 0.0 for w in mix.values()):
+        raise ValueError(f"mix must have non-negative weights with a positive sum, got {mix!r}")
+    for kind in mix:
+        if kind not in PARTICIPANT_PRESETS:
+            raise ValueError(f"unknown participant kind {kind!r} in mix; expected one of {PARTICIPANT_KINDS}")
+    quotas = {kind: n * w / total for kind, w in mix.items()}
+    counts = {kind: int(math.floor(q)) for kind, q in quotas.items()}
+    rest = sorted(mix, key=lambda kind: (counts[kind] - quotas[kind], list(mix).index(kind)))
+    for kind in rest[: n - sum(counts.values())]:
+        counts[kind] += 1
+    return [kind for kind in mix for _ in range(counts[kind])]
+
+
+def sample_population(
+    n: int, seed: int = 0, mix: dict[str, float] | None = None
+) -> list[ParticipantParams]:
+    """``n`` simulated participants around the presets, reproducible for ``seed``.
+
+    Args:
+        n: number of participants.
+        seed: population seed.
+        mix: kind -> weight (default ``{"novice": 0.6, "expert": 0.4}``); the counts
+            follow the weights exactly (largest remainders), in the order given.
+
+    Returns:
+        Frozen ``ParticipantParams`` with ids ``P01``, ``P02`` ...; each numeric
+        parameter in ``POPULATION_SPREAD`` is the preset times a log-normal factor.
+    """
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    kinds = _allocate(n, mix if mix is not None else {"novice": 0.6, "expert": 0.4})
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(seed), 0x5EED])))
+    population = []
+    for i, kind in enumerate(kinds):
+        base = PARTICIPANT_PRESETS[kind]
+        changes: dict[str, object] = {"participant_id": f"P{i + 1:02d}"}
+        for name, sigma in POPULATION_SPREAD.items():
+            factor = math.exp(sigma * float(rng.standard_normal()))
+            value = getattr(base, name) * factor
+            if name in _FRACTIONS:
+                value = min(1.0, max(0.0, value))
+            changes[name] = value
+        population.append(replace(base, **changes))
+    return population

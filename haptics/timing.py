@@ -1,0 +1,146 @@
+"""Servo timing statistics: tick periods, overruns and the worst tick of a run.
+
+Every trial records how regular its servo loop was (issue 4, item 6): the period
+between consecutive ticks, its distribution (mean, median, p99, p99.9, max), the
+achieved rate, the overruns (a period longer than 1.5x the expected one) and a
+histogram. ``mark`` is called once per tick and only stores a float into a
+preallocated array; everything else happens in ``summary`` after the run.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.typing import NDArray
+
+#: A period longer than this multiple of the expected period counts as an overrun.
+OVERRUN_FACTOR = 1.5
+
+
+class ServoTiming:
+    """Records tick timestamps and summarises the tick periods.
+
+    Args:
+        expected_period_s: nominal servo period [s] (1 ms for 1 kHz).
+        capacity: number of periods kept for percentiles and the histogram. Longer
+            runs keep exact counts, mean, maximum and overruns for the whole run, and
+            percentiles over the most recent ``capacity`` periods (a ring buffer).
+        histogram_bins: number of equal-width bins from 0 to 4x the expected period;
+            one more bin collects everything longer.
+    """
+
+    def __init__(
+        self,
+        expected_period_s: float = 1e-3,
+        capacity: int = 600_000,
+        histogram_bins: int = 40,
+    ) -> None:
+        if not (expected_period_s > 0.0 and math.isfinite(expected_period_s)):
+            raise ValueError(f"expected_period_s must be positive, got {expected_period_s}")
+        if capacity < 1:
+            raise ValueError(f"capacity must be at least 1, got {capacity}")
+        if histogram_bins < 1:
+            raise ValueError(f"histogram_bins must be at least 1, got {histogram_bins}")
+        self.expected_period_s = float(expected_period_s)
+        self.capacity = int(capacity)
+        self.histogram_bins = int(histogram_bins)
+        self._periods_s: NDArray[np.float64] = np.zeros(self.capacity)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every mark (the buffer is kept)."""
+        self._last_t_s = math.nan
+        self._first_t_s = math.nan
+        self._n_periods = 0
+        self._sum_s = 0.0
+        self._max_s = 0.0
+        self._worst_index = -1
+        self._overruns = 0
+
+    @property
+    def ticks(self) -> int:
+        """Number of ticks marked (periods + 1 once at least one tick was marked)."""
+        return 0 if math.isnan(self._first_t_s) else self._n_periods + 1
+
+    def mark(self, t_s: float) -> None:
+        """Record that a tick started at ``t_s`` [s] (any monotonic clock).
+
+        Allocation-free; a timestamp that goes backwards counts as a zero period.
+        """
+        last = self._last_t_s
+        self._last_t_s = t_s
+        if last != last:  # first tick (NaN check without a call)
+            self._first_t_s = t_s
+            return
+        period = t_s - last
+        if period < 0.0:
+            period = 0.0
+        n = self._n_periods
+        self._periods_s[n % self.capacity] = period
+        self._n_periods = n + 1
+        self._sum_s += period
+        if period > self._max_s:
+            self._max_s = period
+            self._worst_index = n
+        if period > OVERRUN_FACTOR * self.expected_period_s:
+            self._overruns += 1
+
+    def periods_s(self) -> NDArray[np.float64]:
+        """The recorded periods [s], oldest first (a copy; at most ``capacity``)."""
+        n = self._n_periods
+        if n <= self.capacity:
+            return self._periods_s[:n].copy()
+        start = n % self.capacity
+        return np.concatenate((self._periods_s[start:], self._periods_s[:start]))
+
+    def summary(self) -> dict[str, object]:
+        """Plain-data statistics recorded with the trial.
+
+        Returns:
+            ``ticks``, ``periods``, ``expected_period_ms``, ``mean_period_ms``,
+            ``p50_period_ms``, ``p99_period_ms``, ``p999_period_ms``,
+            ``max_period_ms``, ``rate_hz`` (periods / elapsed time),
+            ``overruns`` (periods > 1.5x expected), ``overrun_fraction``,
+            ``worst_tick`` (index of the tick that ended the longest period, ticks
+            counted from 0), ``histogram_edges_ms`` (bins + 1 edges; the last edge is
+            the longest period when it exceeds 4x expected) and ``histogram_counts``.
+            Statistics are NaN (rate 0) before two ticks were marked.
+        """
+        n = self._n_periods
+        expected_ms = self.expected_period_s * 1e3
+        top_ms = 4.0 * expected_ms
+        edges = np.linspace(0.0, top_ms, self.histogram_bins + 1)
+        out: dict[str, object] = {
+            "ticks": self.ticks,
+            "periods": n,
+            "expected_period_ms": expected_ms,
+            "overruns": self._overruns,
+            "overrun_fraction": self._overruns / n if n else 0.0,
+            "worst_tick": self._worst_index + 1 if n else -1,
+        }
+        if n == 0:
+            nan = math.nan
+            out.update(
+                mean_period_ms=nan, p50_period_ms=nan, p99_period_ms=nan,
+                p999_period_ms=nan, max_period_ms=nan, rate_hz=0.0,
+                histogram_edges_ms=[*edges.tolist(), top_ms], histogram_counts=[0] * (self.histogram_bins + 1),
+            )
+            return out
+        periods_ms = self.periods_s() * 1e3
+        p50, p99, p999 = np.percentile(periods_ms, [50.0, 99.0, 99.9])
+        max_ms = self._max_s * 1e3
+        all_edges = np.append(edges, max(max_ms, top_ms) + 1e-9)
+        counts, _ = np.histogram(periods_ms, bins=all_edges)
+        elapsed = self._last_t_s - self._first_t_s
+        out.update(
+            mean_period_ms=self._sum_s / n * 1e3,
+            p50_period_ms=float(p50),
+            p99_period_ms=float(p99),
+            p999_period_ms=float(p999),
+            max_period_ms=max_ms,
+            rate_hz=n / elapsed if elapsed > 0.0 else 0.0,
+            histogram_edges_ms=all_edges.tolist(),
+            histogram_counts=counts.astype(int).tolist(),
+        )
+        return out

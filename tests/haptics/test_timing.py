@@ -1,0 +1,73 @@
+"""Servo timing statistics from known timestamps."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from haptics.timing import ServoTiming
+
+
+def marked(times_s: list[float], **kwargs: object) -> ServoTiming:
+    timing = ServoTiming(**kwargs)  # type: ignore[arg-type]
+    for t in times_s:
+        timing.mark(t)
+    return timing
+
+
+def test_summary_of_known_periods() -> None:
+    # periods (ms): 1, 1, 1, 3, 1, 2  -> one overrun (3 > 1.5), one at 2 > 1.5 too
+    times = np.cumsum([0.0, 1e-3, 1e-3, 1e-3, 3e-3, 1e-3, 2e-3]).tolist()
+    s = marked(times).summary()
+    assert s["ticks"] == 7 and s["periods"] == 6
+    assert s["mean_period_ms"] == pytest.approx(9.0 / 6.0)
+    assert s["max_period_ms"] == pytest.approx(3.0)
+    assert s["p50_period_ms"] == pytest.approx(1.0)
+    assert s["overruns"] == 2
+    assert s["worst_tick"] == 4  # the tick that ended the 3 ms period
+    assert s["rate_hz"] == pytest.approx(6 / 9e-3)
+    assert sum(s["histogram_counts"]) == 6
+    edges = np.array(s["histogram_edges_ms"])
+    counts = np.array(s["histogram_counts"])
+    assert counts[np.searchsorted(edges, 1.0, side="right") - 1] == 4
+    assert counts[np.searchsorted(edges, 3.0, side="right") - 1] == 1
+
+
+def test_percentiles_match_the_definition() -> None:
+    rng = np.random.default_rng(3)
+    periods = rng.uniform(0.5e-3, 1.5e-3, 5000)
+    periods[[10, 400, 4000]] = [7e-3, 9e-3, 12e-3]
+    s = marked(np.concatenate(([0.0], np.cumsum(periods))).tolist()).summary()
+    ms = periods * 1e3
+    assert s["p99_period_ms"] == pytest.approx(np.percentile(ms, 99))
+    assert s["p999_period_ms"] == pytest.approx(np.percentile(ms, 99.9))
+    assert s["max_period_ms"] == pytest.approx(12.0)
+    assert s["overruns"] == 3
+    assert s["worst_tick"] == 4001
+
+
+def test_ring_buffer_keeps_whole_run_counts() -> None:
+    times = np.cumsum([0.0, 1e-3, 5e-3, 1e-3, 1e-3, 1e-3]).tolist()
+    timing = marked(times, capacity=3)
+    s = timing.summary()
+    assert s["periods"] == 5
+    assert s["max_period_ms"] == pytest.approx(5.0)  # older than the ring, still counted
+    assert s["overruns"] == 1
+    assert np.allclose(timing.periods_s(), [1e-3, 1e-3, 1e-3])
+    assert s["mean_period_ms"] == pytest.approx(9.0 / 5.0)
+
+
+def test_empty_and_single_tick() -> None:
+    s = ServoTiming().summary()
+    assert s["ticks"] == 0 and s["rate_hz"] == 0.0 and math.isnan(s["mean_period_ms"])
+    one = marked([5.0]).summary()
+    assert one["ticks"] == 1 and one["periods"] == 0
+
+
+def test_rejects_bad_arguments() -> None:
+    with pytest.raises(ValueError):
+        ServoTiming(expected_period_s=0.0)
+    with pytest.raises(ValueError):
+        ServoTiming(capacity=0)
