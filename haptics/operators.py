@@ -103,7 +103,9 @@ class ParticipantParams:
         disagree_weight: how much less a complying operator yields (and how much
             firmer it grips) when the felt force opposes the force it wants to apply
             itself: the yield is scaled by ``1 − w (1 − cos θ)/2`` (θ the angle between
-            the two); 1 = it holds firm against a fully opposing force.
+            the two); 1 = it holds firm against a fully opposing force. The same
+            weight, times how far the force opposes it, stiffens its grip up to
+            ``resist_stiffness_gain`` (co-contraction against a perturbation).
         resist_probability: probability per trial that the operator takes charge
             (resists the guidance: compliance 0.1, co-contracted grip).
         has_intent: False for the passive follower (no plan: hand impedance only).
@@ -528,12 +530,18 @@ class HumanOperator:
         # 1 without it. The active spring-damper is scaled by it (explicitly, the
         # device integrates the unscaled impedance exactly).
         grip_target = 1.0 - drive * (1.0 - p.relaxed_grip)
+        if self.guided:
+            # Pushed against its will, it co-contracts (Burdet et al. 2001; Franklin
+            # et al. 2008): the grip stiffens up to the resisting gain.
+            against = (0.5 - 0.5 * cos) * min(1.0, felt / p.yield_force_n)
+            grip_target += p.disagree_weight * against * (p.resist_stiffness_gain - 1.0)
         a_grip = dt / p.yield_tau_s
         if a_grip > 1.0:
             a_grip = 1.0
         grip = self._grip + a_grip * (grip_target - self._grip)
         self._grip = grip
         slack = grip - 1.0
+        ff = grip if grip < 1.0 else 1.0
         # Motor noise: first-order (coloured) Gaussian, SD = const + gain * |active force|.
         alpha = dt / p.noise_tau_s
         if alpha > 1.0:
@@ -571,7 +579,7 @@ class HumanOperator:
                 # moved faster than planned is not).
                 w[k] = m_ff * ap + b_h * (vp - v[k])
             active2 += grip * grip * active * active
-            out[k] = k_h * x_eq + b_h * v_eq + slack * active + n + grip * m_ff * ap
+            out[k] = k_h * x_eq + b_h * v_eq + slack * active + n + ff * m_ff * ap
         self._active_n = math.sqrt(active2)
 
 

@@ -30,10 +30,11 @@ log = logging.getLogger(__name__)
 DT_S = 1e-3
 #: Eq. 10 gains (k_p [1/s^2], k_d [1/s]) of the automatic capture (the paper's values).
 CAPTURE_GAINS = (7.7, 5.0)
-#: Eq. 10 gains when the slave follows the stylus: the paper's gains make the end
-#: effector lag the hand by about half a second, so the slave tracks the operator's
-#: command more stiffly; the guidance law keeps the paper's gains.
-TELEOP_GAINS = (7.7, 5.0)
+#: Eq. 10 gains when the slave follows the stylus. With the paper's gains the end
+#: effector lags the hand by about half a second (a 2.8 rad/s, 0.9-damped follower), so
+#: what the person feels and sees at contact is half a second old; a critically damped
+#: 10 rad/s follower keeps the lag near 0.1 s. The guidance law keeps the paper's gains.
+TELEOP_GAINS = (100.0, 20.0)
 #: How long a trial goes on after the first reach beyond the post-capture window [s].
 HOLD_AFTER_WINDOW_S = 0.25
 
