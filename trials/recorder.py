@@ -32,6 +32,9 @@ log = logging.getLogger(__name__)
 
 #: Rows per preallocated chunk (one second at 1 kHz).
 CHUNK_ROWS = 1000
+#: Rows per Parquet row group: the writer buffers one group at a time, so the memory a
+#: flush needs stays bounded however long the trial.
+ROW_GROUP_ROWS = 2 * CHUNK_ROWS
 
 
 class TrialRecorder:
@@ -157,7 +160,7 @@ class TrialRecorder:
                 return
             table = self._table(rows)
             tmp = self.path.with_name(f".{self.path.name}.tmp")
-            pq.write_table(table, tmp, use_dictionary=False, compression="zstd")
+            pq.write_table(table, tmp, use_dictionary=False, compression="zstd", row_group_size=ROW_GROUP_ROWS)
             os.replace(tmp, self.path)
             self._flushed_rows = rows
 
