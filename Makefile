@@ -22,7 +22,13 @@ demo: setup
 	$(CT) demo --out $(OUT)
 
 bench: setup
-	$(CT) bench all --json
+	for model in planar-3r spatial-7dof; do \
+		$(CT) bench servo --model $$model --json; \
+		$(CT) bench throughput --model $$model --json; \
+		$(CT) bench reaction --model $$model --json; \
+	done
+	$(CT) bench device-loop --json
+	$(CT) bench study --json
 
 clean:
 	rm -rf $(VENV) runs build *.egg-info
