@@ -248,42 +248,36 @@ def plan_trials(
         Participant trials (condition blocks ordered by a balanced Latin square row per
         participant; repetitions and scenarios inside a block), then controller trials.
     """
+    def spec(pid: str, kind: str, index: int, scenario: str, condition: str, repetition: int,
+             order: int, params: dict[str, Any]) -> TrialSpec:
+        return TrialSpec(
+            trial_id=_trial_id(pid, scenario, condition, repetition),
+            scenario=scenario,
+            condition=condition,
+            participant_id=pid,
+            participant_kind=kind,
+            participant_index=index,
+            repetition=repetition,
+            seed=trial_seed(protocol.seed, pid, scenario, condition, repetition),
+            order_index=order,
+            participant_params=params,
+        )
+
     specs: list[TrialSpec] = []
     for index, (pid, kind, params) in enumerate(participants):
-        order = 0
-        for condition in condition_order(protocol.conditions, index):
-            for repetition in range(protocol.repetitions):
-                for scenario in protocol.scenarios:
-                    specs.append(
-                        TrialSpec(
-                            trial_id=_trial_id(pid, scenario, condition, repetition),
-                            scenario=scenario,
-                            condition=condition,
-                            participant_id=pid,
-                            participant_kind=kind,
-                            participant_index=index,
-                            repetition=repetition,
-                            seed=trial_seed(protocol.seed, pid, scenario, condition, repetition),
-                            order_index=order,
-                            participant_params=params,
-                        )
-                    )
-                    order += 1
+        blocks = [
+            (condition, repetition, scenario)
+            for condition in condition_order(protocol.conditions, index)
+            for repetition in range(protocol.repetitions)
+            for scenario in protocol.scenarios
+        ]
+        for order, (condition, repetition, scenario) in enumerate(blocks):
+            specs.append(spec(pid, kind, index, scenario, condition, repetition, order, params))
     for condition in protocol.controller_conditions:
         for repetition in range(protocol.controller_repetitions):
             for scenario in protocol.scenarios:
                 specs.append(
-                    TrialSpec(
-                        trial_id=_trial_id(CONTROLLER_ID, scenario, condition, repetition),
-                        scenario=scenario,
-                        condition=condition,
-                        participant_id=CONTROLLER_ID,
-                        participant_kind="controller",
-                        participant_index=-1,
-                        repetition=repetition,
-                        seed=trial_seed(protocol.seed, CONTROLLER_ID, scenario, condition, repetition),
-                        order_index=repetition,
-                    )
+                    spec(CONTROLLER_ID, "controller", -1, scenario, condition, repetition, repetition, {})
                 )
     return specs
 
