@@ -106,12 +106,7 @@ def _design_section(study: Study) -> str:
     if study.design is None:
         parts.append('<p class="muted">No study.json in the study directory; the design below is what the logs show.</p>')
     else:
-        rows = [
-            (key, value if isinstance(value, (str, int, float, bool)) else json.dumps(value, ensure_ascii=False))
-            for key, value in study.design.items()
-        ]
-        parts.append("<h3>study.json</h3>")
-        parts.append(_table(("field", "value"), rows, left_columns=2))
+        parts.append(_design_file_tables(study.design))
     table = study.table
     if len(table):
         counts = pd.crosstab(table["participant_id"], table["condition"])
@@ -123,6 +118,50 @@ def _design_section(study: Study) -> str:
         models = ", ".join(sorted(set(table["model"])))
         parts.append(f"<p>Scenarios: {_e(scenarios)}. Models: {_e(models)}.</p>")
     return "".join(parts)
+
+
+#: Participant parameters shown in the design table (the rest stay in study.json).
+_PARTICIPANT_PARAMS = ("reaction_time_s", "hand_stiffness_n_m", "hand_damping_n_s_m", "compliance")
+
+
+def _short(value: Any, limit: int = 160) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _design_file_tables(design: dict[str, Any]) -> str:
+    """study.json as a person reads it: the protocol, then one row per participant with
+    their condition order and key parameters (the full file stays beside the trials)."""
+    protocol = design.get("protocol")
+    participants = design.get("participants")
+    if not isinstance(protocol, dict) or not isinstance(participants, dict):
+        rows = [(key, _short(value)) for key, value in design.items()]
+        return "<h3>study.json</h3>" + _table(("field", "value"), rows, left_columns=2)
+    rows = []
+    for key, value in protocol.items():
+        if isinstance(value, dict):
+            value = ", ".join(f"{k}: {_short(v, 60)}" for k, v in value.items() if v not in ((), [], None))
+        elif isinstance(value, (list, tuple)):
+            value = ", ".join(map(str, value))
+        rows.append((key, value))
+    html = "<h3>Protocol</h3>" + _table(("field", "value"), rows, left_columns=2)
+    condition_of = {trial.get("trial_id"): trial.get("condition") for trial in design.get("trials", [])}
+    people = []
+    for pid, entry in participants.items():
+        order: list[str] = []
+        for trial_id in entry.get("order", []):
+            condition = str(condition_of.get(trial_id, "?")).upper()
+            if not order or order[-1] != condition:
+                order.append(condition)
+        params = entry.get("params") or {}
+        people.append(
+            [pid, entry.get("kind", ""), " → ".join(order)]
+            + [format_number(params[name]) if name in params else "" for name in _PARTICIPANT_PARAMS]
+        )
+    html += "<h3>Participants and their counterbalanced condition order</h3>"
+    html += _table(["participant", "kind", "condition blocks", *_PARTICIPANT_PARAMS], people,
+                   left_columns=3 + len(_PARTICIPANT_PARAMS))
+    return html
 
 
 def _summary_section(table: pd.DataFrame) -> str:
