@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 from html.parser import HTMLParser
 
 import matplotlib
@@ -118,3 +119,26 @@ def test_figures_use_their_own_agg_canvas_and_leave_global_state_alone(study_dir
     assert limits == {-3.0, 3.0}
     assert len(made["Joint angles"].axes[0].lines) >= trial.n_joints
     assert matplotlib.get_backend() == backend
+
+
+def test_a_study_file_from_the_study_runner_is_shown_as_readable_tables(study_dir, tmp_path):
+    """study.json as trials.study writes it: protocol, participants with their order."""
+    import shutil
+
+    root = tmp_path / "study"
+    shutil.copytree(study_dir, root)
+    design = {
+        "protocol": {"name": "mini", "seed": 5, "conditions": ["dg", "ng"], "participants": {"kind": "simulated", "count": 1}},
+        "participants": {"p0": {"kind": "novice", "params": {"reaction_time_s": 0.25}, "order": ["t1", "t2", "t3"]}},
+        "trials": [
+            {"trial_id": "t1", "condition": "ng"},
+            {"trial_id": "t2", "condition": "ng"},
+            {"trial_id": "t3", "condition": "dg"},
+        ],
+    }
+    (root / "study.json").write_text(json.dumps(design))
+    html = (report_study(root)).read_text()
+    assert "Participants and their counterbalanced condition order" in html
+    assert "NG → DG" in html  # consecutive trials of one condition form one block
+    assert "0.25" in html and "mini" in html
+    assert '"trials"' not in html  # the raw trial list is not dumped into the report
