@@ -77,19 +77,14 @@ def clamp_norm_into(vec: NDArray[np.float64], limit: float, out: NDArray[np.floa
         True when the vector was changed (clamped or zeroed).
     """
     x, y, z = vec.tolist()
-    norm = math.sqrt(x * x + y * y + z * z)
+    # hypot neither overflows for huge components nor loses precision for tiny ones.
+    norm = math.hypot(x, y, z)
     if norm <= limit:
         _write3(out, x, y, z)
         return False
-    if not math.isfinite(norm):
-        # inf/NaN components, or finite components whose squares overflow.
-        if math.isfinite(x) and math.isfinite(y) and math.isfinite(z):
-            biggest = max(abs(x), abs(y), abs(z))
-            x, y, z = x / biggest, y / biggest, z / biggest
-            norm = math.sqrt(x * x + y * y + z * z)
-        else:
-            _write3(out, 0.0, 0.0, 0.0)
-            return True
+    if not (math.isfinite(x) and math.isfinite(y) and math.isfinite(z)):
+        _write3(out, 0.0, 0.0, 0.0)
+        return True
     gain = limit / norm
     _write3(out, x * gain, y * gain, z * gain)
     return True

@@ -47,6 +47,10 @@ import numpy as np
 from numba import njit
 
 _FD_STEP_RAD = 1e-5
+# Smallest task scale of the reactionless saturation (solve_ik): below zero the task's
+# acceleration is reversed, which is how an arm whose joint rate sits on its limit slows
+# its end effector down without pushing on the base.
+_TASK_SCALE_MIN = -math.inf
 
 # Layout of the float parameter vector of controller_step (see robot.slave).
 P_DT, P_KP, P_KD, P_SOLVER, P_SIGMA_THRESHOLD, P_DAMP_MAX, P_J_SIGMA_M, P_J_DAMP_M = range(8)
@@ -58,8 +62,9 @@ S_EE, S_EE_V, S_TORQUE = 0, 3, 6
 S_SIGMA_RATIO, S_SINGULAR, S_LIMITED, S_RESIDUAL, S_M_NORM, S_FAULT = 9, 10, 11, 12, 13, 14
 N_STATUS = 15
 
-SOLVER_LSE = 0.0
+SOLVER_LSE = 0.0  # eq. 6; at a reaction singularity the reaction gives way (task kept)
 SOLVER_PINV = 1.0
+SOLVER_LSE_REACTION_FIRST = 2.0  # eq. 6; at a reaction singularity the task gives way
 
 
 @njit(cache=True, error_model="numpy")
@@ -395,15 +400,21 @@ def dynamics_terms(q, qd, rot0, joint_xyz, joint_rot, joint_axis, link_mass, lin
 def acceleration_bounds(q, qd, q_min, q_max, qd_max, qdd_max, dt, lo, hi):
     """Per-joint acceleration bounds for this tick from position, rate and acceleration limits.
 
-    The rate bound tightens near a position limit to the braking curve
-    ``sqrt(2 qdd_max d)`` (d: distance to the limit), so the joint can always stop in time.
+    The rate bound tightens near a position limit to the braking curve of the sampled
+    motion, ``v = a (sqrt(dt²/4 + 2 d / a) − dt/2)`` (d: distance to the limit, a: the
+    acceleration limit): stepping ``q += q̇ dt`` after ``q̇ += q̈ dt`` stops within
+    ``v²/(2a) + v dt/2``, so the continuous ``sqrt(2 a d)`` would overrun the limit by up
+    to ``v dt/2`` and the plant's own joint stop would then kick the base.
     """
     n = q.shape[0]
+    half_dt = 0.5 * dt
     for i in range(n):
-        up = max(q_max[i] - q[i], 0.0)
-        down = max(q[i] - q_min[i], 0.0)
-        v_hi = min(qd_max[i], math.sqrt(2.0 * qdd_max[i] * up))
-        v_lo = -min(qd_max[i], math.sqrt(2.0 * qdd_max[i] * down))
+        a = qdd_max[i]
+        slack = a * dt * dt  # the whole-step remainder of the sampled stop (<= a dt^2 / 8)
+        up = max(q_max[i] - q[i] - slack, 0.0)
+        down = max(q[i] - q_min[i] - slack, 0.0)
+        v_hi = min(qd_max[i], a * (math.sqrt(half_dt * half_dt + 2.0 * up / a) - half_dt))
+        v_lo = -min(qd_max[i], a * (math.sqrt(half_dt * half_dt + 2.0 * down / a) - half_dt))
         a_hi = min(qdd_max[i], (v_hi - qd[i]) / dt)
         a_lo = max(-qdd_max[i], (v_lo - qd[i]) / dt)
         if a_lo > a_hi:  # outside the envelope: brake as hard as allowed toward it
@@ -444,6 +455,113 @@ def _damping_squared(sigma, threshold, damping_max):
 
 
 @njit(cache=True, error_model="numpy")
+def _damped_pinv(jf, j_sigma, j_damp, jp):
+    """Damped pseudoinverse ``jp = Jᵀ (J Jᵀ + λ² I)⁻¹`` (n x m) of an m x n ``jf`` (m <= 3).
+
+    ``λ`` is zero while ``σ_min(J) >= j_sigma`` [m/rad] (then ``jp`` is the exact
+    pseudoinverse) and rises smoothly to ``j_damp`` at ``σ_min = 0``. Returns ``λ²``.
+    """
+    e_lo, e_hi = _sym_eig_extremes(jjt_of(jf), jf.shape[0])
+    lam2 = _damping_squared(math.sqrt(max(e_lo, 0.0)), j_sigma, j_damp)
+    _regularised_pinv(jf, lam2, jp)
+    return lam2
+
+
+@njit(cache=True, error_model="numpy")
+def _null_projector(pinv, mat, out):
+    """``out = I − pinv mat`` (n x n) for an n x k ``pinv`` of a k x n ``mat``."""
+    n = out.shape[0]
+    for i in range(n):
+        for j in range(n):
+            acc = 0.0
+            for a in range(mat.shape[0]):
+                acc += pinv[i, a] * mat[a, j]
+            out[i, j] = (1.0 if i == j else 0.0) - acc
+
+
+@njit(cache=True, error_model="numpy")
+def _regularised_pinv(mat, lam2, out):
+    """``out = matᵀ (mat matᵀ + lam2 I)⁻¹`` (n x k) of a k x n ``mat`` (k <= 3)."""
+    k = mat.shape[0]
+    g = jjt_of(mat)
+    for a in range(k):
+        g[a, a] += lam2
+    gi = np.zeros((3, 3))
+    _spd_inverse(g, k, gi)
+    for j in range(mat.shape[1]):
+        for a in range(k):
+            acc = 0.0
+            for b in range(k):
+                acc += mat[b, j] * gi[b, a]
+            out[j, a] = acc
+
+
+@njit(cache=True, error_model="numpy")
+def jjt_of(jf):
+    """J Jᵀ (3 x 3 work matrix, leading m x m block used) of an m x n ``jf``."""
+    out = np.zeros((3, 3))
+    _gram(jf, out)
+    return out
+
+
+@njit(cache=True, error_model="numpy")
+def _reaction_first(jf, mf, rhs, nvec, z, free, m_norm, lam2, qdd, diag):
+    """Eq. 1 and 2 with the reaction first: the solution near a reaction singularity.
+
+    ``qdd = M⁺ y + (J Q)⁺_λ (rhs − J M⁺ y) + (Q − (J Q)⁺ J Q) z`` with ``y = −nvec``
+    (``M qdd + nvec = 0``), ``Q = I − M⁺ M``. Where ``[J; M]`` has full rank and ``λ = 0``
+    this is the same minimum-norm solution as eq. 6; as ``[J; M]`` loses rank the
+    damping ``λ`` (``lam2 = λ²``) acts on the task, so the base keeps feeling nothing and
+    the end effector lags in the singular direction (the residual is reported).
+    """
+    n = qdd.shape[0]
+    m = jf.shape[0]
+    r = mf.shape[0]
+    mp = np.zeros((n, r))  # M+ = M^T (M M^T)^-1
+    _regularised_pinv(mf, (1e-12 * m_norm) ** 2, mp)
+    qm = np.empty((n, n))  # Q = I - M+ M
+    _null_projector(mp, mf, qm)
+    q1 = np.zeros(n)
+    for j in range(n):
+        acc = 0.0
+        for a in range(r):
+            acc -= mp[j, a] * nvec[a]
+        q1[j] = acc
+    jq = np.zeros((m, n))
+    for a in range(m):
+        for j in range(n):
+            acc = 0.0
+            for k in range(n):
+                acc += jf[a, k] * qm[k, j]
+            jq[a, j] = acc
+    jqp = np.zeros((n, m))  # (J Q)+ damped
+    _regularised_pinv(jq, lam2, jqp)
+    e = np.zeros(3)
+    for a in range(m):
+        acc = rhs[a]
+        for j in range(n):
+            acc -= jf[a, j] * q1[j]
+        e[a] = acc
+    zf = np.empty(n)
+    for j in range(n):
+        zf[j] = z[j] * free[j]
+    jqz = np.zeros(3)
+    for a in range(m):
+        acc = 0.0
+        for j in range(n):
+            acc += jq[a, j] * zf[j]
+        jqz[a] = acc
+    for i in range(n):
+        acc = q1[i]
+        for a in range(m):
+            acc += jqp[i, a] * (e[a] - jqz[a])
+        for j in range(n):
+            acc += qm[i, j] * zf[j]
+        qdd[i] = acc * free[i]
+    diag[3] = math.sqrt(lam2)
+
+
+@njit(cache=True, error_model="numpy")
 def _lse_solve(jac, rhs, mmat, nvec, task_rows, reaction_rows, free, z, solver, sigma_threshold, damp_max,
                j_sigma, j_damp, qdd, diag):
     """One damped eq. 6 solve over the free joints; writes qdd (zero on fixed joints).
@@ -458,31 +576,11 @@ def _lse_solve(jac, rhs, mmat, nvec, task_rows, reaction_rows, free, z, solver, 
     r = reaction_rows.shape[0]
     jf = np.zeros((m, n))
     _select_rows(jac, task_rows, free, jf)
-    # J J^T and its damping (kinematic singularity)
-    jjt = np.zeros((3, 3))
-    _gram(jf, jjt)
-    e_lo, e_hi = _sym_eig_extremes(jjt, m)
-    lam2 = _damping_squared(math.sqrt(max(e_lo, 0.0)), j_sigma, j_damp)
-    for a in range(m):
-        jjt[a, a] += lam2
-    g = np.zeros((3, 3))
-    _spd_inverse(jjt, m, g)
-    # J+ = J^T G  (n x m)
     jp = np.zeros((n, m))
-    for j in range(n):
-        for a in range(m):
-            acc = 0.0
-            for b in range(m):
-                acc += jf[b, j] * g[b, a]
-            jp[j, a] = acc
+    lam2 = _damped_pinv(jf, j_sigma, j_damp, jp)
     # P = I - J+ J
     pm = np.empty((n, n))
-    for i in range(n):
-        for j in range(n):
-            acc = 0.0
-            for a in range(m):
-                acc += jp[i, a] * jf[a, j]
-            pm[i, j] = (1.0 if i == j else 0.0) - acc
+    _null_projector(jp, jf, pm)
     for i in range(n):
         acc = 0.0
         for a in range(m):
@@ -514,9 +612,23 @@ def _lse_solve(jac, rhs, mmat, nvec, task_rows, reaction_rows, free, z, solver, 
     diag[0] = sigma_ratio
     diag[1] = m_norm
     diag[3] = 0.0
-    if solver != SOLVER_LSE or m_norm <= 0.0:
+    if solver == SOLVER_PINV or m_norm <= 0.0:
+        return
+    if solver == SOLVER_LSE_REACTION_FIRST and sigma_ratio < sigma_threshold:
+        _reaction_first(jf, mf, rhs, nvec, z, free, m_norm, lam2 + _damping_squared(
+            sigma_ratio, sigma_threshold, damp_max * math.sqrt(max(_sym_eig_extremes(jjt_of(jf), m)[1], 0.0))),
+            qdd, diag)
         return
     lam2 = _damping_squared(sigma_ratio, sigma_threshold, damp_max * m_norm)
+    if diag[2] > 0.0:
+        # J⁺ damped: P is no projector, so solve with M Aᵀ = M P Mᵀ instead of A Aᵀ
+        # (equal for a projector), which keeps the reaction rows exact
+        for a in range(r):
+            for b in range(r):
+                acc = 0.0
+                for j in range(n):
+                    acc += am[a, j] * mf[b, j]
+                aat[a, b] = acc
     for a in range(r):
         aat[a, a] += lam2
     diag[3] = math.sqrt(lam2)
@@ -540,14 +652,119 @@ def _lse_solve(jac, rhs, mmat, nvec, task_rows, reaction_rows, free, z, solver, 
 
 
 @njit(cache=True, error_model="numpy")
+def _solve_parts(jac, jdqd, xdd, mmat, nvec, t_des, task_rows, reaction_rows, free, fixed, z, solver,
+                 sigma_threshold, damp_max, j_sigma, j_damp, c, d, diag):
+    """Eq. 6 over the free joints, split into its two parts (``c + d`` is the solution).
+
+    ``c`` holds the fixed joints at their values and cancels what does not scale: the
+    velocity term ``n``, the desired base torque and the fixed joints' share of task and
+    reaction. ``d`` is the part that scales with the task: ``x_dd − J̇q̇`` and the
+    secondary ``z`` (with its reaction correction). The damping of both solves depends
+    only on the free set, so eq. 6 is linear in what is split and ``c + s d`` meets the
+    reaction rows for every ``s`` while the task rows get ``s (x_dd − J̇q̇)``.
+    """
+    n = c.shape[0]
+    m = task_rows.shape[0]
+    r = reaction_rows.shape[0]
+    rhs = np.empty(m)
+    nv = np.empty(r)
+    zero_z = np.zeros(n)
+    for a in range(m):
+        acc = 0.0
+        for j in range(n):
+            acc -= jac[task_rows[a], j] * fixed[j]
+        rhs[a] = acc
+    for a in range(r):
+        acc = nvec[reaction_rows[a]] - t_des[reaction_rows[a]]
+        for j in range(n):
+            acc += mmat[reaction_rows[a], j] * fixed[j]
+        nv[a] = acc
+    _lse_solve(jac, rhs, mmat, nv, task_rows, reaction_rows, free, zero_z, solver, sigma_threshold, damp_max,
+               j_sigma, j_damp, c, diag)
+    for j in range(n):
+        c[j] = c[j] * free[j] + fixed[j]
+    for a in range(m):
+        rhs[a] = xdd[task_rows[a]] - jdqd[task_rows[a]]
+    for a in range(r):
+        nv[a] = 0.0
+    _lse_solve(jac, rhs, mmat, nv, task_rows, reaction_rows, free, z, solver, sigma_threshold, damp_max,
+               j_sigma, j_damp, d, diag)
+    for j in range(n):
+        d[j] *= free[j]
+
+
+@njit(cache=True, error_model="numpy")
+def _task_scale(c, d, lo, hi, qdd_max, free):
+    """Largest ``s`` in [_TASK_SCALE_MIN, 1] with ``lo <= c + s d <= hi`` on the free joints; -inf if none."""
+    s_lo = _TASK_SCALE_MIN
+    s_hi = 1.0
+    for j in range(c.shape[0]):
+        if free[j] == 0.0:
+            continue
+        tol = 1e-12 * qdd_max[j]
+        up = hi[j] + tol - c[j]
+        down = lo[j] - tol - c[j]
+        dj = d[j]
+        if abs(dj) <= 1e-15 * qdd_max[j]:
+            if up < 0.0 or down > 0.0:
+                return -math.inf
+        elif dj > 0.0:
+            s_hi = min(s_hi, up / dj)
+            s_lo = max(s_lo, down / dj)
+        else:
+            s_hi = min(s_hi, down / dj)
+            s_lo = max(s_lo, up / dj)
+    if s_hi < s_lo:
+        return -math.inf
+    return s_hi
+
+
+@njit(cache=True, error_model="numpy")
+def _worst_joint(sol, lo, hi, qdd_max, free):
+    """The free joint furthest outside its bounds (relative to its limit); -1 if none.
+
+    A joint whose bounds have collapsed to one value (it must brake at that rate to stop
+    at its position limit) comes first: no scale of the task can be traded against it.
+    """
+    worst = -1
+    worst_excess = 1e-12
+    for j in range(sol.shape[0]):
+        if free[j] > 0.0:
+            excess = max(sol[j] - hi[j], lo[j] - sol[j]) / qdd_max[j]
+            if excess > 1e-12 and hi[j] - lo[j] <= 1e-12 * qdd_max[j]:
+                excess += 1e6
+            if excess > worst_excess:
+                worst_excess = excess
+                worst = j
+    return worst
+
+
+@njit(cache=True, error_model="numpy")
 def solve_ik(jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows, reaction_rows, q_min, q_max, qd_max, qdd_max,
              dt, solver, sigma_threshold, damp_max, j_sigma, j_damp, k_null, k_limit, z_extra, qdd, diag):
     """Reactionless IK (eq. 6) or minimum-norm pseudoinverse, with limits (SNS-style).
 
-    Joints that would leave their acceleration bounds (from position, rate and
-    acceleration limits) are fixed at the bound one at a time and the task is re-solved
-    with the remaining joints, so the task survives a limit when the others can carry
-    it; the final result is clipped to the bounds in any case.
+    Per-joint acceleration bounds come from the position, rate and acceleration limits.
+    When the eq. 6 solution leaves them:
+
+    * ``lse``: the reaction rows stay a hard constraint and the **task is scaled**
+      (saturation in the null space with task scaling, Flacco et al. 2012): the
+      solution is ``c + s d`` (see :func:`_solve_parts`) with the largest ``s`` in [0, 1]
+      that keeps every joint within its bounds; the joint that saturates first is fixed
+      at its bound and the rest re-solved as long as the joints left free can still
+      carry the task and the reaction constraint together (``[J; M]`` of full rank,
+      e.g. never for the planar 3R, whose reactionless motion is unique), keeping the
+      largest scale found. The task then lags (the residual is reported), the base
+      feels nothing. Scales below zero (down to ``_TASK_SCALE_MIN``) reverse the task
+      acceleration: that is how a joint sitting on its rate limit is kept there without
+      pushing on the base. Free sets at a reaction singularity are not used. Only at a
+      (damped) reaction singularity of the whole arm, where the reaction is given up
+      anyway, or when no scale is feasible, does it fall back to the ``pinv`` rule.
+    * ``pinv`` (and that fallback): joints that would leave their bounds are fixed at
+      the bound one at a time and the task re-solved with the others, so the task
+      survives while the others can carry it.
+
+    The result is always clipped to the bounds and ``limited`` reported.
 
     Args:
         jac, jdqd, mmat, nvec: dynamics terms (3 rows each, task frame).
@@ -576,42 +793,73 @@ def solve_ik(jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows, reaction_rows,
         z[j] = -k_null * qd[j] - k_limit * u * u * u + z_extra[j]
     free = np.ones(n)
     fixed = np.zeros(n)
-    rhs = np.empty(m)
-    nv = np.empty(r)
+    c = np.empty(n)
+    d = np.empty(n)
     sol = np.empty(n)
+    _solve_parts(jac, jdqd, xdd, mmat, nvec, t_des, task_rows, reaction_rows, free, fixed, z, solver,
+                 sigma_threshold, damp_max, j_sigma, j_damp, c, d, diag)
+    sigma_full = diag[0]  # the gauge of the full arm, not of the joints left free
+    for j in range(n):
+        sol[j] = c[j] + d[j]
+    iterations = 1
     limited = 0.0
-    iterations = 0
-    sigma_full = 1.0
-    for _ in range(n + 1):
-        iterations += 1
-        for a in range(m):
-            acc = xdd[task_rows[a]] - jdqd[task_rows[a]]
-            for j in range(n):
-                acc -= jac[task_rows[a], j] * fixed[j]
-            rhs[a] = acc
-        for a in range(r):
-            acc = nvec[reaction_rows[a]] - t_des[reaction_rows[a]]
-            for j in range(n):
-                acc += mmat[reaction_rows[a], j] * fixed[j]
-            nv[a] = acc
-        _lse_solve(jac, rhs, mmat, nv, task_rows, reaction_rows, free, z, solver, sigma_threshold, damp_max,
-                   j_sigma, j_damp, sol, diag)
-        if iterations == 1:  # the gauge of the full arm, not of the joints left free
-            sigma_full = diag[0]
-        worst = -1
-        worst_excess = 1e-12
-        for j in range(n):
-            sol[j] = sol[j] * free[j] + fixed[j]
-            if free[j] > 0.0:
-                excess = max(sol[j] - hi[j], lo[j] - sol[j]) / qdd_max[j]
-                if excess > worst_excess:
-                    worst_excess = excess
-                    worst = j
-        if worst < 0:
-            break
+    worst = _worst_joint(sol, lo, hi, qdd_max, free)
+    if worst >= 0:
         limited = 1.0
-        free[worst] = 0.0
-        fixed[worst] = hi[worst] if sol[worst] > hi[worst] else lo[worst]
+        scaled = False
+        if solver == SOLVER_LSE_REACTION_FIRST or (solver == SOLVER_LSE and sigma_full >= sigma_threshold):
+            # reaction hard, task scaled: keep the best scale over the free sets tried
+            # (a free set is used only if it is no nearer a reaction singularity than the
+            # whole arm). The base feedback torque is dropped while saturated: it must not
+            # cost the task.
+            sigma_floor = min(sigma_threshold, 0.5 * sigma_full)
+            no_torque = np.zeros(3)
+            _solve_parts(jac, jdqd, xdd, mmat, nvec, no_torque, task_rows, reaction_rows, free, fixed, z, solver,
+                         sigma_threshold, damp_max, j_sigma, j_damp, c, d, diag)
+            best_s = -math.inf
+            best = np.empty(n)
+            n_free = n
+            for _ in range(n):
+                if iterations == 1 or diag[0] >= sigma_floor:
+                    s = _task_scale(c, d, lo, hi, qdd_max, free)
+                    if s > best_s:
+                        best_s = s
+                        for j in range(n):
+                            best[j] = c[j] + s * d[j]
+                    if s >= 1.0:
+                        break
+                worst = _worst_joint(sol, lo, hi, qdd_max, free)
+                if worst < 0 or n_free - 1 < m + r:
+                    break
+                free[worst] = 0.0
+                fixed[worst] = hi[worst] if sol[worst] > hi[worst] else lo[worst]
+                n_free -= 1
+                iterations += 1
+                _solve_parts(jac, jdqd, xdd, mmat, nvec, no_torque, task_rows, reaction_rows, free, fixed, z, solver,
+                             sigma_threshold, damp_max, j_sigma, j_damp, c, d, diag)
+                for j in range(n):
+                    sol[j] = c[j] + d[j]
+            if best_s > -math.inf:
+                scaled = True
+                for j in range(n):
+                    sol[j] = best[j]
+            else:
+                for j in range(n):
+                    free[j] = 1.0
+                    fixed[j] = 0.0
+        if not scaled:
+            # keep the task: fix saturating joints one by one, re-solve with the rest
+            for _ in range(n + 1):
+                iterations += 1
+                _solve_parts(jac, jdqd, xdd, mmat, nvec, t_des, task_rows, reaction_rows, free, fixed, z, solver,
+                             sigma_threshold, damp_max, j_sigma, j_damp, c, d, diag)
+                for j in range(n):
+                    sol[j] = c[j] + d[j]
+                worst = _worst_joint(sol, lo, hi, qdd_max, free)
+                if worst < 0:
+                    break
+                free[worst] = 0.0
+                fixed[worst] = hi[worst] if sol[worst] > hi[worst] else lo[worst]
     for j in range(n):
         v = sol[j]
         if v > hi[j]:
@@ -777,7 +1025,8 @@ def quat_to_rotvec(quat, out):
 @njit(cache=True, error_model="numpy")
 def controller_step(q, qd, base_pos, base_quat, base_w, have_base, x_cmd, v_cmd, a_cmd, joint_xyz, joint_rot,
                     joint_axis, link_mass, link_com, link_inertia, ee_offset, base_mass, base_inertia, task_rows,
-                    reaction_rows, q_min, q_max, qd_max, qdd_max, params, qdd, q_cmd, qd_cmd, status, diag):
+                    reaction_rows, q_min, q_max, qd_max, qdd_max, params, qdd, q_cmd, qd_cmd, status, diag,
+                    jac_pinv):
     """One servo tick of the slave controller, all in one compiled call.
 
     Forms x_dd_d with the capture law (eq. 10, e = ee - cmd), the desired base torque from
@@ -792,6 +1041,9 @@ def controller_step(q, qd, base_pos, base_quat, base_w, have_base, x_cmd, v_cmd,
         params: (N_PARAMS,) see P_* indices.
         qdd, q_cmd, qd_cmd: out (n,); status: out (N_STATUS,) see S_* indices;
         diag: out (8,) as in :func:`solve_ik`.
+        jac_pinv: out (n, 3) ``∂q/∂x``: the (damped, as in the IK) pseudoinverse of the
+            Generalized Jacobian's task rows at the measured state [rad/m], task frame;
+            the columns of non-task rows (planar: z) are zero.
     """
     n = q.shape[0]
     dt = params[P_DT]
@@ -805,6 +1057,16 @@ def controller_step(q, qd, base_pos, base_quat, base_w, have_base, x_cmd, v_cmd,
     vee_b = np.empty(3)
     dynamics_terms(q, qd, rot0, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia, ee_offset,
                    base_mass, base_inertia, jac, jdqd, mmat, nvec, re_b, vee_b)
+    m = task_rows.shape[0]
+    jf = np.empty((m, n))
+    _select_rows(jac, task_rows, np.ones(n), jf)
+    jp = np.empty((n, m))
+    _damped_pinv(jf, params[P_J_SIGMA_M], params[P_J_DAMP_M], jp)
+    for j in range(n):
+        for r in range(3):
+            jac_pinv[j, r] = 0.0
+        for a in range(m):
+            jac_pinv[j, task_rows[a]] = jp[j, a]
     xdd = np.empty(3)
     kp = params[P_KP]
     kd = params[P_KD]
@@ -837,7 +1099,7 @@ def controller_step(q, qd, base_pos, base_quat, base_w, have_base, x_cmd, v_cmd,
             for r in range(3):
                 t_des[r] *= params[P_FEEDBACK_MAX] / mag
     z_extra = np.zeros(n)
-    if params[P_SOLVER] == SOLVER_LSE:
+    if params[P_SOLVER] != SOLVER_PINV:
         sigma_ascent(q, jac, mmat, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia, ee_offset,
                      base_mass, base_inertia, task_rows, reaction_rows, params[P_J_SIGMA_M], params[P_J_DAMP_M],
                      params[P_K_SIGMA], z_extra)

@@ -45,7 +45,11 @@ class SlaveStatus:
         sigma_ratio: σ_min(M (I − J⁺J)) / ‖M‖ (reaction-singularity gauge).
         singular: sigma_ratio under the damping threshold.
         limited: a joint limit was active.
-        residual: eq. 1 residual over the task rows [m/s^2].
+        residual: eq. 1 residual over the task rows [m/s^2] (non-zero when a joint limit
+            made the IK scale the task down rather than push on the base).
+        jacobian_pinv: (n, 3) ``∂q/∂x`` [rad/m]: the pseudoinverse of the Generalized
+            Jacobian's task rows at the measured state (task frame; damped like the IK's
+            near kinematic singularities; planar: the z column is zero).
         fault: the tick's inputs or solution were non-finite; the last good command was held.
     """
 
@@ -55,6 +59,7 @@ class SlaveStatus:
     ee_velocity_m_s: NDArray[np.float64] = field(default_factory=lambda: np.zeros(3))
     base_torque_predicted_n_m: NDArray[np.float64] = field(default_factory=lambda: np.zeros(3))
     qdd_rad_s2: NDArray[np.float64] = field(init=False)
+    jacobian_pinv: NDArray[np.float64] = field(init=False)
     sigma_ratio: float = 1.0
     singular: bool = False
     limited: bool = False
@@ -63,6 +68,7 @@ class SlaveStatus:
 
     def __post_init__(self) -> None:
         self.qdd_rad_s2 = np.zeros(self.n_joints)
+        self.jacobian_pinv = np.zeros((self.n_joints, 3))
 
 
 _IDENTITY_QUAT = np.array([0.0, 0.0, 0.0, 1.0])
@@ -102,6 +108,7 @@ class SlaveController:
         self._have_good = False
         self._zero3 = np.zeros(3)
         self._status = SlaveStatus(n)
+        self._jac_pinv = self._status.jacobian_pinv
         self.fault_count = 0
 
     @property
@@ -137,7 +144,7 @@ class SlaveController:
                              a.joint_xyz, a.joint_rot, a.joint_axis, a.link_mass, a.link_com, a.link_inertia,
                              a.ee_offset, a.base_mass, a.base_inertia, a.task_rows, a.reaction_rows, a.q_min,
                              a.q_max, a.qd_max, a.qdd_max, self._params, self._qdd, cmd.q_rad, cmd.qd_rad_s, sv,
-                             self._diag)
+                             self._diag, self._jac_pinv)
         status = self._status
         status.t_s = t_s
         status.ee_position_m[:] = sv[kern.S_EE:kern.S_EE + 3]
@@ -152,6 +159,7 @@ class SlaveController:
         good = self._good
         if status.fault:
             self.fault_count += 1
+            status.jacobian_pinv[:] = 0.0  # never hand a non-finite map downstream
             if not self._have_good:  # nothing sent yet: hold still
                 good.q_rad[:] = state.q_rad if np.all(np.isfinite(state.q_rad)) else 0.0
                 good.qd_rad_s[:] = 0.0

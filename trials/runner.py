@@ -275,7 +275,7 @@ def build_trial(request: TrialRequest, out_dir: str | Path) -> Trial:
         law = make_law(law_name, **scenario.guidance.params(law_name))
         shoulder_m, reach_m = _shoulder_and_reach(arm)
         if law_name != "ng":
-            law = _with_fixtures(law, scenario, device, rotation, reach_m)
+            law = _with_fixtures(law, scenario, device, rotation, reach_m, model)
         rendering = scenario.rendering
         max_force = rendering.max_force_n
         if device is not None:
@@ -373,9 +373,12 @@ def _shoulder_and_reach(arm: Any) -> tuple[np.ndarray, float]:
     return points[1].copy(), float(segments.sum())
 
 
-def _with_fixtures(law: Any, scenario: Any, device: Any | None, rotation: np.ndarray, reach_m: float) -> Any:
-    """The law plus the scenario's forbidden-region fixtures (device walls, arm reach)."""
-    from guidance.fixtures import ReachLimit, WorkspaceWalls
+def _with_fixtures(
+    law: Any, scenario: Any, device: Any | None, rotation: np.ndarray, reach_m: float, model: Any
+) -> Any:
+    """The law plus the scenario's forbidden-region fixtures (device walls, arm reach,
+    joint-limit proximity)."""
+    from guidance.fixtures import JointLimitProximity, ReachLimit, WorkspaceWalls
     from guidance.law import Sum
 
     fixtures = scenario.fixtures
@@ -391,8 +394,8 @@ def _with_fixtures(law: Any, scenario: Any, device: Any | None, rotation: np.nda
         )
     if fixtures.reach_limit:
         parts.append(ReachLimit(reach_m))
-    # Joint-limit proximity needs the IK's Jacobian pseudoinverse in the guidance state,
-    # which the slave controller does not expose yet: not rendered (see the README).
+    if fixtures.joint_limits:
+        parts.append(JointLimitProximity(model.q_min_rad, model.q_max_rad))
     return parts[0] if len(parts) == 1 else Sum(*parts)
 
 

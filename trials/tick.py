@@ -216,6 +216,7 @@ class ServoTick:
         gs.device_position_m[:] = self._dev_pos
         gs.device_velocity_m_s[:] = self._dev_vel
         gs.joint_position_rad[:] = m.q_rad
+        gs.jacobian_pinv[:] = status.jacobian_pinv
         if self._hand_force is not None:
             self.mapping.to_task_force(self._hand_force, gs.hand_force_n)
         self._guide[:] = self.law.force(gs)

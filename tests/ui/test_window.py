@@ -18,7 +18,7 @@ from trials.ui.scene import COLOURS, SceneRenderer
 from trials.ui.trainee_db import TraineeDB
 from trials.ui.window import WindowConfig, run_trainer
 
-SCREENSHOT_AT_S = 0.5
+SCREENSHOT_AT_S = 0.2  # the guidance is still saturating: both force arrows are long
 SIZE = (1280, 760)
 
 
