@@ -150,6 +150,17 @@ class ServoTick:
         )
         flags = recorder.flag_columns
         self._flag_index = {name: flags.index(name) for name in trial_log.FLAGS}
+        # The guidance state shares the arrays the stages refill in place (the plant's
+        # read-outs, the target, the stylus, the IK's map): nothing is copied per tick.
+        gs = self.guidance_state
+        gs.ee_position_m = measurement.ee_position_m
+        gs.ee_velocity_m_s = measurement.ee_velocity_m_s
+        gs.target_position_m = self._target_pos
+        gs.target_velocity_m_s = self._target_vel
+        gs.target_acceleration_m_s2 = self._target_acc
+        gs.device_position_m = self._dev_pos
+        gs.device_velocity_m_s = self._dev_vel
+        gs.joint_position_rad = measurement.q_rad
 
     # -------------------------------------------------------------------- the tick
     def __call__(self) -> bool:
@@ -208,15 +219,8 @@ class ServoTick:
         # 5. guidance (task frame)
         gs = self.guidance_state
         gs.t_s = t_next
-        gs.ee_position_m[:] = m.ee_position_m
-        gs.ee_velocity_m_s[:] = m.ee_velocity_m_s
-        gs.target_position_m[:] = tp
-        gs.target_velocity_m_s[:] = tv
-        gs.target_acceleration_m_s2[:] = ta
-        gs.device_position_m[:] = self._dev_pos
-        gs.device_velocity_m_s[:] = self._dev_vel
-        gs.joint_position_rad[:] = m.q_rad
-        gs.jacobian_pinv[:] = status.jacobian_pinv
+        if gs.jacobian_pinv is not status.jacobian_pinv:
+            gs.jacobian_pinv = status.jacobian_pinv  # first tick: the slave's own buffer
         if self._hand_force is not None:
             self.mapping.to_task_force(self._hand_force, gs.hand_force_n)
         self._guide[:] = self.law.force(gs)
