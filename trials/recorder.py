@@ -163,6 +163,9 @@ class TrialRecorder:
             pq.write_table(table, tmp, use_dictionary=False, compression="zstd", row_group_size=ROW_GROUP_ROWS)
             os.replace(tmp, self.path)
             self._flushed_rows = rows
+            # Arrow's allocator keeps the encoder's buffers for reuse; give them back so a
+            # long trial does not grow the process by its file size.
+            pa.default_memory_pool().release_unused()
 
     def _flusher(self) -> None:
         while not self._stop.is_set():

@@ -40,7 +40,7 @@ class TickProfile:
     capacity: int
 
     def __post_init__(self) -> None:
-        self.stamps = np.zeros((self.capacity, len(STAGES) + 1))
+        self.stamps = np.full((self.capacity, len(STAGES) + 1), 0.0)  # committed now, not mid-run
         self.count = 0
 
 
