@@ -54,6 +54,7 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
+from guidance._kernels import CRITICAL, OVER, UNDER, capture_basis, dynamic_guidance_force, dynamic_guidance_step
 from guidance.state import GuidanceState
 
 
@@ -82,13 +83,13 @@ class CapturePath:
         disc = alpha * alpha - self.k_p
         self._alpha = alpha
         if disc < -1e-12 * self.k_p:
-            self._kind = "under"
+            self._kind = UNDER
             self._w = math.sqrt(-disc)
         elif disc > 1e-12 * self.k_p:
-            self._kind = "over"
+            self._kind = OVER
             self._w = math.sqrt(disc)
         else:
-            self._kind = "critical"
+            self._kind = CRITICAL
             self._w = 0.0
 
     def start(self, t0_s: float, e0_m: NDArray[np.float64], de0_m_s: NDArray[np.float64]) -> None:
@@ -104,33 +105,7 @@ class CapturePath:
             ``(φ1, φ2, φ1', φ2')`` with ``ε(τ) = φ1 e0 + φ2 ė0`` and
             ``ε̇(τ) = φ1' e0 + φ2' ė0``.
         """
-        tau = max(tau_s, 0.0)
-        a = self._alpha
-        w = self._w
-        if self._kind == "under":
-            decay = math.exp(-a * tau)
-            cos_wt = math.cos(w * tau)
-            sin_wt = math.sin(w * tau)
-            return (
-                decay * (cos_wt + a / w * sin_wt),
-                decay * sin_wt / w,
-                -decay * self.k_p / w * sin_wt,
-                decay * (cos_wt - a / w * sin_wt),
-            )
-        if self._kind == "critical":
-            decay = math.exp(-a * tau)
-            return (decay * (1.0 + a * tau), tau * decay, -a * a * tau * decay, decay * (1.0 - a * tau))
-        r1 = -a + w
-        r2 = -a - w
-        e1 = math.exp(r1 * tau)
-        e2 = math.exp(r2 * tau)
-        span = r1 - r2
-        return (
-            (r1 * e2 - r2 * e1) / span,
-            (e1 - e2) / span,
-            r1 * r2 * (e2 - e1) / span,
-            (r1 * e1 - r2 * e2) / span,
-        )
+        return capture_basis(self._kind, self._alpha, self._w, self.k_p, float(tau_s))  # type: ignore[no-any-return]
 
     def errors(self, times_s: NDArray[np.float64]) -> NDArray[np.float64]:
         """Planned capture errors ``ε`` [m] at absolute ``times_s`` (n,), as (n, 3) (not for the tick)."""
@@ -180,13 +155,26 @@ class DynamicGuidance:
         self.max_path_deviation_m = _positive("max_path_deviation_m", max_path_deviation_m, allow_zero=True)
         self.replan_interval_s = _positive("replan_interval_s", replan_interval_s, allow_zero=True)
         self._out = np.zeros(3)
+        # For the compiled tick: gains and thresholds, and when a take-over started [s].
+        self._gains = np.array([
+            self.k_p, self.k_d, self.m_kg, self.c_n_s_m,
+            self.max_path_deviation_m, self.takeover_force_n, self.takeover_hold_s,
+        ])
+        self._takeover_since_s = np.full(1, math.nan)
+        scratch = GuidanceState()  # load the compiled kernels now, not in the first tick
+        dynamic_guidance_step(
+            self.path._kind, 0.0, self.path._w, self._gains, 0.0, scratch.ee_position_m, scratch.ee_position_m,
+            scratch.ee_position_m, scratch.ee_position_m, scratch.ee_position_m, scratch.ee_position_m,
+            scratch.ee_position_m, scratch.ee_position_m, self._takeover_since_s.copy(), 0.0, True, np.zeros(3),
+        )
+        self._evaluate(scratch)
         self.reset()
 
     def reset(self) -> None:
         """Forget the path, the take-over timer and the counters."""
         self._planned = False
         self._last_plan_s = -math.inf
-        self._takeover_since_s = math.nan
+        self._takeover_since_s[0] = math.nan
         self._out[:] = 0.0
         self.replanned = False
         self.replan_count = 0
@@ -224,37 +212,26 @@ class DynamicGuidance:
         np.subtract(state.ee_velocity_m_s, state.target_velocity_m_s, out=self.path.de0_m_s)
         self.path.t0_s = state.t_s
         self._last_plan_s = state.t_s
-        self._takeover_since_s = math.nan
-
-    def _taking_charge(self, t_s: float, hand: list[float], deviation_m: float) -> bool:
-        """Take-over test against the guidance force in ``_out`` (see class docstring)."""
-        if self.max_path_deviation_m > 0.0 and deviation_m > self.max_path_deviation_m:
-            return True
-        gx, gy, gz = self._out.tolist()
-        hx, hy, hz = hand
-        gnorm = math.sqrt(gx * gx + gy * gy + gz * gz)
-        if gnorm > 1e-9:
-            helping = max(0.0, (hx * gx + hy * gy + hz * gz) / gnorm)
-            hx -= helping * gx / gnorm
-            hy -= helping * gy / gnorm
-            hz -= helping * gz / gnorm
-        if math.sqrt(hx * hx + hy * hy + hz * hz) <= self.takeover_force_n:
-            self._takeover_since_s = math.nan
-            return False
-        if math.isnan(self._takeover_since_s):
-            self._takeover_since_s = t_s
-        return t_s - self._takeover_since_s >= self.takeover_hold_s
+        self._takeover_since_s[0] = math.nan
 
     def force(self, state: GuidanceState) -> NDArray[np.float64]:
-        """Guidance force on the hand [N], task frame (owned buffer)."""
+        """Guidance force on the hand [N], task frame (owned buffer).
+
+        Compiled (``guidance._kernels.dynamic_guidance_step``): the force along the
+        current path and, once ``replan_interval_s`` has passed since the last plan, the
+        take-over test; on a take-over the path is re-planned from the current state.
+        """
         t = state.t_s
         self.replanned = False
         if not self._planned:
             self._plan(state)
             self._planned = True
-        deviation = self._evaluate(state)
-        if t - self._last_plan_s >= self.replan_interval_s and self._taking_charge(
-            t, state.hand_force_n.tolist(), deviation
+        path = self.path
+        if dynamic_guidance_step(
+            path._kind, path._alpha, path._w, self._gains, t - path.t0_s, path.e0_m, path.de0_m_s,
+            state.target_position_m, state.target_velocity_m_s, state.target_acceleration_m_s2,
+            state.ee_position_m, state.ee_velocity_m_s, state.hand_force_n, self._takeover_since_s,
+            t, t - self._last_plan_s >= self.replan_interval_s, self._out,
         ):
             self._plan(state)
             self.replanned = True
@@ -264,26 +241,10 @@ class DynamicGuidance:
 
     def _evaluate(self, state: GuidanceState) -> float:
         """Write the force for the current path into ``_out``; return the distance to the path [m]."""
-        phi1, phi2, dphi1, dphi2 = self.path.basis(state.t_s - self.path.t0_s)
-        e0 = self.path.e0_m.tolist()
-        de0 = self.path.de0_m_s.tolist()
-        xt = state.target_position_m.tolist()
-        vt = state.target_velocity_m_s.tolist()
-        at = state.target_acceleration_m_s2.tolist()
-        xe = state.ee_position_m.tolist()
-        ve = state.ee_velocity_m_s.tolist()
-        m, c, k_p, k_d = self.m_kg, self.c_n_s_m, self.k_p, self.k_d
-        kp_gain = m * k_p
-        kd_gain = m * k_d + c
-        out = self._out
-        deviation_sq = 0.0
-        for i in range(3):
-            eps = phi1 * e0[i] + phi2 * de0[i]
-            deps = dphi1 * e0[i] + dphi2 * de0[i]
-            p = xt[i] + eps
-            v = vt[i] + deps
-            a = at[i] - k_p * eps - k_d * deps
-            pos_err = p - xe[i]
-            deviation_sq += pos_err * pos_err
-            out[i] = kp_gain * pos_err + kd_gain * (v - ve[i]) + m * a + c * v
-        return math.sqrt(deviation_sq)
+        path = self.path
+        return dynamic_guidance_force(  # type: ignore[no-any-return]
+            path._kind, path._alpha, path._w, self.k_p, self.k_d, self.m_kg, self.c_n_s_m,
+            state.t_s - path.t0_s, path.e0_m, path.de0_m_s,
+            state.target_position_m, state.target_velocity_m_s, state.target_acceleration_m_s2,
+            state.ee_position_m, state.ee_velocity_m_s, self._out,
+        )

@@ -25,9 +25,12 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from guidance._kernels import joint_limit_proximity, one_sided_wall, reach_limit, workspace_walls
 from guidance.law import StatelessLaw
 from guidance.rendering import as_rotation
 from guidance.state import GuidanceState
+
+__all__ = ["JointLimitProximity", "ReachLimit", "WorkspaceWalls", "one_sided_wall"]
 
 
 def _check(name: str, value: float, minimum: float = 0.0) -> float:
@@ -35,14 +38,6 @@ def _check(name: str, value: float, minimum: float = 0.0) -> float:
     if not (value >= minimum and math.isfinite(value)):
         raise ValueError(f"{name} must be finite and >= {minimum}, got {value}")
     return value
-
-
-def one_sided_wall(depth: float, outward_speed: float, stiffness: float, damping: float) -> float:
-    """Magnitude of a one-sided wall's push back [N] for a penetration ``depth`` > 0 [m].
-
-    ``outward_speed`` [m/s] only adds damping when moving further in the forbidden region.
-    """
-    return stiffness * depth + damping * max(outward_speed, 0.0)
 
 
 class WorkspaceWalls(StatelessLaw):
@@ -78,32 +73,25 @@ class WorkspaceWalls(StatelessLaw):
             raise ValueError("workspace corners must be finite")
         if np.any(upper - lower <= 2.0 * self.margin_m):
             raise ValueError(f"workspace box {lower} .. {upper} is not larger than twice the margin")
-        self._lower = (lower + self.margin_m).tolist()
-        self._upper = (upper - self.margin_m).tolist()
+        self._lower = lower + self.margin_m
+        self._upper = upper - self.margin_m
         self.lower_m = tuple(lower.tolist())
         self.upper_m = tuple(upper.tolist())
         self.force_scale = _check("force_scale", force_scale, 1e-12)
         rotation = as_rotation(rotation_device_from_task, "rotation_device_from_task")
         # Device-to-task force map: the inverse of the renderer's F_dev = s R F_task.
-        self._back = (rotation.T / self.force_scale).tolist()
+        self._back = np.ascontiguousarray(rotation.T / self.force_scale)
         self.stiffness_n_m = _check("stiffness_n_m", stiffness_n_m)
         self.damping_n_s_m = _check("damping_n_s_m", damping_n_s_m)
+        scratch = np.zeros(3)  # load the compiled kernel now, not in the first tick
+        workspace_walls(self._lower, self._upper, self._back, 0.0, 0.0, scratch, scratch, np.zeros(3))
 
     def force(self, state: GuidanceState) -> NDArray[np.float64]:
-        """Wall repulsion [N], task frame (device-frame wall force mapped back)."""
-        pos = state.device_position_m.tolist()
-        vel = state.device_velocity_m_s.tolist()
-        f_dev = [0.0, 0.0, 0.0]
-        for i in range(3):
-            if pos[i] > self._upper[i]:
-                f_dev[i] = -one_sided_wall(pos[i] - self._upper[i], vel[i], self.stiffness_n_m, self.damping_n_s_m)
-            elif pos[i] < self._lower[i]:
-                f_dev[i] = one_sided_wall(self._lower[i] - pos[i], -vel[i], self.stiffness_n_m, self.damping_n_s_m)
-        out = self._out
-        back = self._back
-        for i in range(3):
-            out[i] = back[i][0] * f_dev[0] + back[i][1] * f_dev[1] + back[i][2] * f_dev[2]
-        return out
+        """Wall repulsion [N], task frame (device-frame wall force mapped back; compiled:
+        ``guidance._kernels.workspace_walls``, the ``one_sided_wall`` law per axis)."""
+        workspace_walls(self._lower, self._upper, self._back, self.stiffness_n_m, self.damping_n_s_m,
+                        state.device_position_m, state.device_velocity_m_s, self._out)
+        return self._out
 
     def params(self) -> dict[str, object]:
         """Box, gains and margin as plain data."""
@@ -142,24 +130,16 @@ class ReachLimit(StatelessLaw):
             raise ValueError(f"margin_m {margin_m} must be below reach_m {reach_m}")
         self.stiffness_n_m = _check("stiffness_n_m", stiffness_n_m)
         self.damping_n_s_m = _check("damping_n_s_m", damping_n_s_m)
+        self._wall_m = self.reach_m - self.margin_m
+        scratch = np.zeros(3)  # load the compiled kernel now, not in the first tick
+        reach_limit(self._wall_m, 0.0, 0.0, scratch, scratch, scratch, 2.0, np.zeros(3))
 
     def force(self, state: GuidanceState) -> NDArray[np.float64]:
-        """Inward push when beyond ``reach_m - margin_m`` [N], task frame."""
-        out = self._out
-        xe = state.ee_position_m.tolist()
-        base = state.arm_base_position_m.tolist()
-        d = [xe[0] - base[0], xe[1] - base[1], xe[2] - base[2]]
-        r = math.sqrt(d[0] ** 2 + d[1] ** 2 + d[2] ** 2)
-        depth = r - (self.reach_m - self.margin_m)
-        if depth <= 0.0:
-            out[:] = 0.0
-            return out
-        v = state.ee_velocity_m_s.tolist()
-        outward = (v[0] * d[0] + v[1] * d[1] + v[2] * d[2]) / r
-        magnitude = one_sided_wall(depth, outward, self.stiffness_n_m, self.damping_n_s_m)
-        for i in range(3):
-            out[i] = -magnitude * d[i] / r
-        return out
+        """Inward push when beyond ``reach_m - margin_m`` [N], task frame (compiled:
+        ``guidance._kernels.reach_limit``)."""
+        reach_limit(self._wall_m, self.stiffness_n_m, self.damping_n_s_m, state.ee_position_m,
+                    state.arm_base_position_m, state.ee_velocity_m_s, 2.0, self._out)
+        return self._out
 
     def params(self) -> dict[str, object]:
         """Reach, gains and margin as plain data."""
@@ -199,33 +179,21 @@ class JointLimitProximity(StatelessLaw):
         self.stiffness_n_rad = _check("stiffness_n_rad", stiffness_n_rad)
         self.lower_rad = tuple(lower.tolist())
         self.upper_rad = tuple(upper.tolist())
+        self._upper_wall = np.array([u - self.margin_rad for u in self.upper_rad])
+        self._lower_wall = np.array([lo + self.margin_rad for lo in self.lower_rad])
+        # load the compiled kernel now, not in the first tick
+        joint_limit_proximity(self._lower_wall, self._upper_wall, 0.0, self._lower_wall.copy(),
+                              np.zeros((lower.size, 3)), 2.0, np.zeros(3))
 
     def force(self, state: GuidanceState) -> NDArray[np.float64]:
-        """Sum of the joints' pushes away from their limits [N], task frame."""
-        out = self._out
-        out[:] = 0.0
-        q = state.joint_position_rad.tolist()
-        if len(q) != len(self.lower_rad):
-            raise ValueError(f"state has {len(q)} joints, the fixture {len(self.lower_rad)}")
-        for i, qi in enumerate(q):
-            depth_up = qi - (self.upper_rad[i] - self.margin_rad)
-            depth_down = (self.lower_rad[i] + self.margin_rad) - qi
-            # sign: -1 pushes q_i down (toward lower values), +1 pushes it up.
-            if depth_up > 0.0:
-                depth, sign = depth_up, -1.0
-            elif depth_down > 0.0:
-                depth, sign = depth_down, 1.0
-            else:
-                continue
-            row = state.jacobian_pinv[i].tolist()
-            norm = math.sqrt(row[0] ** 2 + row[1] ** 2 + row[2] ** 2)
-            if norm < 1e-12:
-                continue  # the end effector cannot move this joint: nothing to render
-            gain = sign * self.stiffness_n_rad * depth / norm
-            out[0] += gain * row[0]
-            out[1] += gain * row[1]
-            out[2] += gain * row[2]
-        return out
+        """Sum of the joints' pushes away from their limits [N], task frame (compiled:
+        ``guidance._kernels.joint_limit_proximity``)."""
+        n = len(state.joint_position_rad)
+        if n != len(self.lower_rad):
+            raise ValueError(f"state has {n} joints, the fixture {len(self.lower_rad)}")
+        joint_limit_proximity(self._lower_wall, self._upper_wall, self.stiffness_n_rad, state.joint_position_rad,
+                              state.jacobian_pinv, 2.0, self._out)
+        return self._out
 
     def params(self) -> dict[str, object]:
         """Limits, gain and margin as plain data."""

@@ -79,6 +79,7 @@ class Sum:
         if not laws:
             raise ValueError("Sum needs at least one law")
         self.laws = tuple(laws)
+        self._replanners = tuple(law for law in self.laws if not isinstance(law, StatelessLaw))
         self._out = np.zeros(3)
         self.replanned = False
         self.replan_count = 0
@@ -86,13 +87,15 @@ class Sum:
     def force(self, state: GuidanceState) -> NDArray[np.float64]:
         """Sum of the members' forces [N], task frame."""
         fx = fy = fz = 0.0
-        replanned = False
-        count = 0
         for law in self.laws:
             x, y, z = law.force(state).tolist()  # plain floats: cheaper than numpy += per term
             fx += x
             fy += y
             fz += z
+        # Only members that can re-plan are asked (a StatelessLaw never does).
+        replanned = False
+        count = 0
+        for law in self._replanners:
             replanned = replanned or law.replanned
             count += law.replan_count
         self.replanned = replanned

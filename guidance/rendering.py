@@ -26,12 +26,17 @@ plain floats and write into a caller-owned ``out`` array); ``haptics`` may reuse
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from guidance._kernels import render_force
+
 SATURATION_MODES: tuple[str, ...] = ("norm", "axis")
+#: Smallest positive normal double: below it a ratio has lost precision.
+_SMALLEST_NORMAL = sys.float_info.min
 
 
 def _write3(out: NDArray[np.float64], x: float, y: float, z: float) -> None:
@@ -68,6 +73,26 @@ def _check_limit(limit: float) -> float:
     return limit
 
 
+def clamp_norm3(x: float, y: float, z: float, limit: float) -> tuple[float, float, float, bool]:
+    """``(x, y, z)`` scaled down to a Euclidean norm of at most ``limit``, and whether it was.
+
+    Plain floats (the servo path's form of :func:`clamp_norm_into`). A non-finite input
+    gives zeros (never NaN).
+    """
+    # hypot neither overflows for huge components nor loses precision for tiny ones.
+    norm = math.hypot(x, y, z)
+    if norm <= limit:
+        return x, y, z, False
+    if not (math.isfinite(x) and math.isfinite(y) and math.isfinite(z)):
+        return 0.0, 0.0, 0.0, True
+    gain = limit / norm
+    if gain < _SMALLEST_NORMAL:
+        # limit / norm is subnormal (huge vector, tiny limit) and has lost its precision:
+        # scale the unit direction instead (no other case changes).
+        return x / norm * limit, y / norm * limit, z / norm * limit, True
+    return x * gain, y * gain, z * gain, True
+
+
 def clamp_norm_into(vec: NDArray[np.float64], limit: float, out: NDArray[np.float64]) -> bool:
     """Scale ``vec`` (3,) down so that its Euclidean norm is at most ``limit``; keep its direction.
 
@@ -77,17 +102,9 @@ def clamp_norm_into(vec: NDArray[np.float64], limit: float, out: NDArray[np.floa
         True when the vector was changed (clamped or zeroed).
     """
     x, y, z = vec.tolist()
-    # hypot neither overflows for huge components nor loses precision for tiny ones.
-    norm = math.hypot(x, y, z)
-    if norm <= limit:
-        _write3(out, x, y, z)
-        return False
-    if not (math.isfinite(x) and math.isfinite(y) and math.isfinite(z)):
-        _write3(out, 0.0, 0.0, 0.0)
-        return True
-    gain = limit / norm
-    _write3(out, x * gain, y * gain, z * gain)
-    return True
+    x, y, z, changed = clamp_norm3(x, y, z, limit)
+    _write3(out, x, y, z)
+    return changed
 
 
 def clamp_per_axis_into(vec: NDArray[np.float64], limit: float, out: NDArray[np.float64]) -> bool:
@@ -243,15 +260,21 @@ class ForceRenderer:
         self.ramp_time_s = float(ramp_time_s)
         self.max_rate_n_s = None if max_rate_n_s is None else float(max_rate_n_s)
         self._sr = tuple(tuple(self.force_scale * float(v) for v in row) for row in self.rotation_device_from_task)
-        self._clamp = clamp_norm_into if saturation == "norm" else clamp_per_axis_into
-        self._limited = np.zeros(3)
         self.result = RenderedForce()
         self.fault_count = 0
-        self._on_time_s = 0.0
+        # For the compiled render (guidance._kernels.render_force): the same stages.
+        self._sr_array = np.array(self._sr)
+        self._norm_mode = saturation == "norm"
+        self._rate = -1.0 if self.max_rate_n_s is None else self.max_rate_n_s
+        self._ramp_state = np.array([0.0, self.ramp_time_s])  # [on_time_s, ramp_time_s]
+        # Load the compiled kernel now (scratch buffers), not in the first servo tick.
+        scratch = np.zeros(3)
+        render_force(self._sr_array, scratch, self._ramp_state.copy(), np.zeros(3), np.zeros(3),
+                     self.max_force_n, self._norm_mode, self._rate, 1e-3)
 
     def reset(self) -> None:
         """Guidance switched (back) on: zero the output and restart the ramp."""
-        self._on_time_s = 0.0
+        self._ramp_state[0] = 0.0
         self.result.actuated_dev_n[:] = 0.0
         self.result.calculated_dev_n[:] = 0.0
         self.result.saturated = False
@@ -259,7 +282,7 @@ class ForceRenderer:
         self.result.ramp_gain = 0.0
 
     def render(self, force_task_n: NDArray[np.float64], dt_s: float) -> RenderedForce:
-        """Render one tick.
+        """Render one tick (compiled: ``guidance._kernels.render_force``, the stages above).
 
         Args:
             force_task_n: (3,) guidance force on the hand [N], task frame.
@@ -269,39 +292,16 @@ class ForceRenderer:
             The renderer's :class:`RenderedForce` (refilled on each call).
         """
         res = self.result
-        calc = res.calculated_dev_n
-        act = res.actuated_dev_n
-        fx, fy, fz = force_task_n.tolist()
-        (a, b, c), (d, e, f), (g, h, i) = self._sr
-        cx = a * fx + b * fy + c * fz
-        cy = d * fx + e * fy + f * fz
-        cz = g * fx + h * fy + i * fz
-        if not (math.isfinite(cx) and math.isfinite(cy) and math.isfinite(cz) and math.isfinite(dt_s)):
-            calc[:] = 0.0
-            act[:] = 0.0
+        code, gain = render_force(
+            self._sr_array, force_task_n, self._ramp_state, res.calculated_dev_n, res.actuated_dev_n,
+            self.max_force_n, self._norm_mode, self._rate, float(dt_s),
+        )
+        if code == 2:
             res.saturated = False
             res.fault = True
             self.fault_count += 1
             return res
-        calc[0] = cx
-        calc[1] = cy
-        calc[2] = cz
-        dt_s = max(dt_s, 0.0)
-        if self.ramp_time_s > 0.0:
-            gain = min(1.0, self._on_time_s / self.ramp_time_s)
-            self._on_time_s += dt_s
-        else:
-            gain = 1.0
-        limited = self._limited
-        limited[0] = gain * cx
-        limited[1] = gain * cy
-        limited[2] = gain * cz
-        saturated = self._clamp(limited, self.max_force_n, limited)
-        if self.max_rate_n_s is not None:
-            saturated = limit_step_into(limited, act, self.max_rate_n_s * dt_s, act) or saturated
-        else:
-            act[:] = limited
-        res.saturated = saturated
+        res.saturated = code == 1
         res.fault = False
         res.ramp_gain = gain
         return res

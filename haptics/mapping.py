@@ -34,6 +34,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from guidance.rendering import as_rotation
+from haptics._kernels import map_r, map_rt, map_to_task
 
 
 class WorkspaceMapping:
@@ -47,7 +48,8 @@ class WorkspaceMapping:
             clutch).
         force_scale: device newtons per task newton (> 0), see the module docstring.
 
-    All per-tick methods write into caller-owned arrays and allocate nothing.
+    All per-tick methods write into caller-owned arrays and allocate nothing (compiled
+    kernels: ``haptics._kernels.map_*``).
     """
 
     def __init__(
@@ -67,15 +69,22 @@ class WorkspaceMapping:
         self.scale = float(scale)
         self.force_scale = float(force_scale)
         self.rotation_task_from_device = as_rotation(rotation_task_from_device, "rotation_task_from_device")
-        # Scaled rotations as nested tuples: faster than numpy for 3-vectors.
-        r = self.rotation_task_from_device
-        self._r = tuple(tuple(float(v) for v in row) for row in r)
-        self._sr = tuple(tuple(self.scale * float(v) for v in row) for row in r)
+        # R and s R for the compiled per-tick maps (haptics._kernels.map_*).
+        self._r = np.ascontiguousarray(self.rotation_task_from_device)
+        self._sr = self.scale * self._r
+        self._inv_scale = 1.0 / self.scale
+        self._inv_force_scale = 1.0 / self.force_scale
+        self._no_offset = np.zeros(3)
         self._initial_offset = offset.copy()
         self.offset_m = offset
         self._held_task_m = np.zeros(3)
         self._clutched = False
         self._reanchor = False
+        # Load the compiled maps now (scratch buffers), not in the first servo tick.
+        scratch = np.zeros(3)
+        map_to_task(self._sr, scratch.copy(), scratch.copy(), False, scratch, scratch, np.zeros(3), np.zeros(3))
+        map_rt(self._r, scratch, scratch, 1.0, np.zeros(3))
+        map_r(self._r, scratch, 1.0, np.zeros(3))
 
     # -- clutch -------------------------------------------------------------------
 
@@ -126,57 +135,19 @@ class WorkspaceMapping:
             out_vel[1] = 0.0
             out_vel[2] = 0.0
             return
-        (a, b, c), (d, e, f), (g, h, i) = self._sr
-        px, py, pz = float(position_dev_m[0]), float(position_dev_m[1]), float(position_dev_m[2])
-        rx = a * px + b * py + c * pz
-        ry = d * px + e * py + f * pz
-        rz = g * px + h * py + i * pz
-        off = self.offset_m
-        if self._reanchor:
-            self._reanchor = False
-            off[0] = self._held_task_m[0] - rx
-            off[1] = self._held_task_m[1] - ry
-            off[2] = self._held_task_m[2] - rz
-        x = off[0] + rx
-        y = off[1] + ry
-        z = off[2] + rz
-        held = self._held_task_m
-        held[0] = x
-        held[1] = y
-        held[2] = z
-        out_pos[0] = x
-        out_pos[1] = y
-        out_pos[2] = z
-        vx, vy, vz = float(velocity_dev_m_s[0]), float(velocity_dev_m_s[1]), float(velocity_dev_m_s[2])
-        out_vel[0] = a * vx + b * vy + c * vz
-        out_vel[1] = d * vx + e * vy + f * vz
-        out_vel[2] = g * vx + h * vy + i * vz
+        map_to_task(self._sr, self.offset_m, self._held_task_m, self._reanchor, position_dev_m,
+                    velocity_dev_m_s, out_pos, out_vel)
+        self._reanchor = False
 
     # -- task -> device -----------------------------------------------------------
 
-    def _rt_into(self, vec: NDArray[np.float64], gain: float, out: NDArray[np.float64]) -> None:
-        """out = gain * Rᵀ vec."""
-        (a, b, c), (d, e, f), (g, h, i) = self._r
-        x, y, z = float(vec[0]), float(vec[1]), float(vec[2])
-        out[0] = gain * (a * x + d * y + g * z)
-        out[1] = gain * (b * x + e * y + h * z)
-        out[2] = gain * (c * x + f * y + i * z)
-
     def to_device_position(self, position_task_m: NDArray[np.float64], out: NDArray[np.float64]) -> None:
         """Inverse position map: task-frame point [m] to device frame [m] (current offset)."""
-        (a, b, c), (d, e, f), (g, h, i) = self._r
-        off = self.offset_m
-        x = float(position_task_m[0]) - off[0]
-        y = float(position_task_m[1]) - off[1]
-        z = float(position_task_m[2]) - off[2]
-        k = 1.0 / self.scale
-        out[0] = k * (a * x + d * y + g * z)
-        out[1] = k * (b * x + e * y + h * z)
-        out[2] = k * (c * x + f * y + i * z)
+        map_rt(self._r, position_task_m, self.offset_m, self._inv_scale, out)
 
     def to_device_velocity(self, velocity_task_m_s: NDArray[np.float64], out: NDArray[np.float64]) -> None:
         """Inverse velocity map: task-frame velocity [m/s] to device frame [m/s]."""
-        self._rt_into(velocity_task_m_s, 1.0 / self.scale, out)
+        map_rt(self._r, velocity_task_m_s, self._no_offset, self._inv_scale, out)
 
     def to_device_force(self, force_task_n: NDArray[np.float64], out: NDArray[np.float64]) -> None:
         """Map a task-frame force [N] to the device-frame force on the stylus [N].
@@ -189,7 +160,7 @@ class WorkspaceMapping:
             out[1] = 0.0
             out[2] = 0.0
             return
-        self._rt_into(force_task_n, self.force_scale, out)
+        map_rt(self._r, force_task_n, self._no_offset, self.force_scale, out)
 
     def to_task_force(self, force_dev_n: NDArray[np.float64], out: NDArray[np.float64]) -> None:
         """Inverse force map: a device-frame force [N] (e.g. the hand's) to the task frame.
@@ -197,12 +168,7 @@ class WorkspaceMapping:
         ``F_task = R F_dev / force_scale``, the inverse of :meth:`to_device_force`
         (also while clutched: the hand's force is what it is).
         """
-        (a, b, c), (d, e, f), (g, h, i) = self._r
-        k = 1.0 / self.force_scale
-        x, y, z = float(force_dev_n[0]), float(force_dev_n[1]), float(force_dev_n[2])
-        out[0] = k * (a * x + b * y + c * z)
-        out[1] = k * (d * x + e * y + f * z)
-        out[2] = k * (g * x + h * y + i * z)
+        map_r(self._r, force_dev_n, self._inv_force_scale, out)
 
     def as_dict(self) -> dict[str, object]:
         """Plain-data form recorded with the trial."""

@@ -66,7 +66,9 @@ from haptics.timing import ServoTiming
 logger = logging.getLogger(__name__)
 
 # Callback modes (plain ints: read by the HD thread every tick, written by the caller).
-_IDLE, _RUNNING, _RAMP_OUT = 0, 1, 2
+#: Run states: idle; running the tick; ramping out after the run; one zero-force frame
+#: still to send after a libHD error seen past the end of a frame.
+_IDLE, _RUNNING, _RAMP_OUT, _ZERO_THEN_IDLE = 0, 1, 2, 3
 
 #: Longest run a ServoTiming keeps every period of (10 minutes at 1 kHz).
 _TIMING_CAPACITY = 600_000
@@ -581,6 +583,9 @@ class OpenHapticsDevice:
             self._force_np[:] = self.safety.ramp_to_zero(t)
             if not self._force_np.any():
                 self._end_run()
+        elif mode == _ZERO_THEN_IDLE:
+            self._force_np[:] = 0.0
+            self._end_run()
         else:
             self._force_np[:] = 0.0
         api.hdSetDoublev(self._E_FORCE, self._force_buf)
@@ -678,7 +683,13 @@ class OpenHapticsDevice:
         self._run_errors.extend(errors)
         text = "; ".join(map(str, errors))
         error = DeviceError(f"libHD reported {text} during the servo loop")
+        running = self._mode != _IDLE
         self._latch(f"libHD reported {text}", error, "hd error")
+        if running:
+            # This frame's force has already gone out: run() is woken only after the next
+            # frame has sent zero force.
+            self._wake_runner = False
+            self._mode = _ZERO_THEN_IDLE
 
     def _servo_emergency(self, exc: BaseException) -> int:
         """Our own callback machinery failed: zero force, end the frame, latch, report."""

@@ -50,9 +50,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from capture_trainer.catalog import PARTICIPANT_KINDS
+from haptics import _kernels as _k
 
 #: Gaussian draws kept in the operator's preallocated noise buffer (refilled in place).
-_NOISE_BLOCK = 4096
+_NOISE_DRAWS = 3 * 4096
 
 
 @dataclass(frozen=True)
@@ -280,17 +281,38 @@ class HumanOperator:
         # Percept ring: t, target pos (3), target vel (3), ee pos (3), ee vel (3), and
         # the hand's position when it was seen (proprioception, 3).
         self._ring = np.zeros((cap, 16))
-        self._x_hand = [0.0, 0.0, 0.0]
+        # Per-tick state in arrays the compiled kernel updates (haptics._kernels).
+        self._s = np.zeros(_k.N_STATE)
+        self._p = np.zeros(_k.N_PARAMS)
+        self._p[_k.P_YIELD_FORCE] = params.yield_force_n
+        self._p[_k.P_DISAGREE] = params.disagree_weight
+        self._p[_k.P_YIELD_TAU] = params.yield_tau_s
+        self._p[_k.P_RELAXED_GRIP] = params.relaxed_grip
+        self._p[_k.P_RESIST_GAIN] = params.resist_stiffness_gain
+        self._p[_k.P_NOISE_TAU] = params.noise_tau_s
+        self._p[_k.P_NOISE_CONST] = params.noise_const_n
+        self._p[_k.P_NOISE_GAIN] = params.noise_gain
+        self._p[_k.P_TOOL_MASS] = params.tool_mass_kg
+        self._p[_k.P_HAS_INTENT] = 1.0 if params.has_intent else 0.0
+        self._vec = np.zeros((_k.N_VECTORS, 3))
+        self._x_hand = self._vec[_k.V_X_HAND]
+        self._x_eq = self._vec[_k.V_X_EQ]
+        self._want = self._vec[_k.V_WANT]
+        self._noise = self._vec[_k.V_NOISE]
+        self._yield_x = self._vec[_k.V_YIELD_X]
+        self._yield_v = self._vec[_k.V_YIELD_V]
+        self._goal_x = self._vec[_k.V_GOAL_X]
+        self._goal_v = self._vec[_k.V_GOAL_V]
         self._offset = [0.0, 0.0, 0.0]
-        self._x_eq = [0.0, 0.0, 0.0]
-        self._want = [0.0, 0.0, 0.0]
         self._coef = np.zeros((3, 6))
-        self._noise_buf = np.zeros((_NOISE_BLOCK, 3))
-        self._noise = [0.0, 0.0, 0.0]
-        self._yield_x = [0.0, 0.0, 0.0]
-        self._yield_v = [0.0, 0.0, 0.0]
-        self._goal_x = [0.0, 0.0, 0.0]
-        self._goal_v = [0.0, 0.0, 0.0]
+        # The Gaussian draws, consumed in order (a refill continues the generator's stream).
+        self._noise_buf = np.zeros(_NOISE_DRAWS)
+        # Load the compiled kernels now (scratch state), not in the first servo tick.
+        z = np.zeros(3)
+        _k.operator_drive(self._s.copy(), self._p, self._vec.copy(), self._coef.copy(), self._noise_buf,
+                          0.0, z, z, z, np.zeros(3))
+        _k.store_percept(self._ring.copy(), 0, 0.0, z, z, z, z, self._vec)
+        _k.plan_state(self._s, self._vec, self._coef, 0.0, 0)
         self.reset(0.0, np.zeros(3))
 
     # -- trial set-up ------------------------------------------------------------
@@ -298,44 +320,48 @@ class HumanOperator:
     def reset(self, t_s: float, position_dev_m: NDArray[np.float64], trial_seed: int | None = None) -> None:
         """Start a trial with the hand at rest at ``position_dev_m`` [m] at ``t_s`` [s]."""
         p = self.params
+        s = self._s
         entropy = [self.seed] if trial_seed is None else [self.seed, int(trial_seed)]
         self._rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy)))
         self.resisting = bool(self._rng.random() < p.resist_probability)
         gain = p.resist_stiffness_gain if self.resisting else 1.0
-        self._m = p.hand_mass_kg
-        self._b = p.hand_damping_n_s_m * gain
-        self._k = p.hand_stiffness_n_m * gain
-        self._compliance = 0.1 * p.compliance if self.resisting else p.compliance
+        s[_k.S_M] = p.hand_mass_kg
+        s[_k.S_B] = p.hand_damping_n_s_m * gain
+        s[_k.S_K] = p.hand_stiffness_n_m * gain
+        s[_k.S_COMPLIANCE] = 0.1 * p.compliance if self.resisting else p.compliance
         self._rng.standard_normal(out=self._noise_buf)
-        self._noise_i = 0
-        self._noise[:] = [0.0, 0.0, 0.0]
-        self._yield_x[:] = [0.0, 0.0, 0.0]
-        self._yield_v[:] = [0.0, 0.0, 0.0]
+        s[_k.S_NOISE_I] = 0.0
+        s[_k.S_ACTIVE_N] = 0.0
+        s[_k.S_GRIP] = 1.0
+        s[_k.S_GUIDED] = 0.0
+        self._vec[:] = 0.0
         self._n_percepts = 0
         self._read = -1
         self._first_percept_t = math.nan
         self._next_plan_t = math.inf
-        self._active_n = 0.0
-        self._grip = 1.0
-        self.guided = False
-        self._want[:] = [0.0, 0.0, 0.0]
         self.submovements = 0
         x = [float(v) for v in position_dev_m]
         self._x_eq[:] = x
         self._x_hand[:] = x
         self._offset[:] = [0.0, 0.0, 0.0]
         self._offset_t = math.nan
-        self._plan_t0 = t_s
-        self._plan_T = self.dt_s
+        s[_k.S_PLAN_T0] = t_s
+        s[_k.S_PLAN_T] = self.dt_s
         for k in range(3):
             quintic_coefficients(x[k], 0.0, 0.0, x[k], 0.0, 0.0, self.dt_s, self._coef[k])
             self._goal_x[k] = x[k]
             self._goal_v[k] = 0.0
-        self._last_t = t_s
+        s[_k.S_LAST_T] = t_s
+
+    @property
+    def guided(self) -> bool:
+        """Whether the operator has felt guidance (at least ``yield_force_n``) this trial."""
+        return bool(self._s[_k.S_GUIDED] != 0.0)
 
     def impedance(self) -> tuple[float, float, float]:
         """(mass kg, damping N s/m, stiffness N/m) for this trial."""
-        return self._m, self._b, self._k
+        s = self._s
+        return float(s[_k.S_M]), float(s[_k.S_B]), float(s[_k.S_K])
 
     # -- per tick ------------------------------------------------------------------
 
@@ -348,18 +374,16 @@ class HumanOperator:
         ee_velocity_dev_m_s: NDArray[np.float64],
     ) -> None:
         """Store what is seen at ``t_s`` (device frame); it is used ``reaction_time_s`` later."""
-        row = self._ring[self._n_percepts % self._cap]
-        row[0] = t_s
-        row[1:4] = target_position_dev_m
-        row[4:7] = target_velocity_dev_m_s
-        row[7:10] = ee_position_dev_m
-        row[10:13] = ee_velocity_dev_m_s
-        row[13:16] = self._x_hand
-        if self._n_percepts == 0:
+        n = self._n_percepts
+        _k.store_percept(
+            self._ring, n % self._cap, t_s, target_position_dev_m, target_velocity_dev_m_s,
+            ee_position_dev_m, ee_velocity_dev_m_s, self._vec,
+        )
+        if n == 0:
             self._first_percept_t = t_s
             if self.params.has_intent:
                 self._next_plan_t = t_s + self.params.reaction_time_s
-        self._n_percepts += 1
+        self._n_percepts = n + 1
 
     def _delayed_row(self, t_s: float) -> NDArray[np.float64] | None:
         """The newest percept at least ``reaction_time_s`` old (advances a read pointer)."""
@@ -378,26 +402,27 @@ class HumanOperator:
 
     def _plan_state(self, t_s: float, k: int) -> tuple[float, float, float]:
         """Planned position, velocity, acceleration of axis ``k`` at ``t_s``."""
-        tau = t_s - self._plan_t0
-        big_t = self._plan_T
-        if tau >= big_t:
-            v = self._goal_v[k]
-            return self._goal_x[k] + v * (tau - big_t), v, 0.0
-        if tau < 0.0:
-            tau = 0.0
-        c0, c1, c2, c3, c4, c5 = self._coef[k].tolist()
-        x = c0 + tau * (c1 + tau * (c2 + tau * (c3 + tau * (c4 + tau * c5))))
-        v = c1 + tau * (2.0 * c2 + tau * (3.0 * c3 + tau * (4.0 * c4 + tau * 5.0 * c5)))
-        a = 2.0 * c2 + tau * (6.0 * c3 + tau * (12.0 * c4 + tau * 20.0 * c5))
-        return x, v, a
+        return _k.plan_state(self._s, self._vec, self._coef, t_s, k)  # type: ignore[no-any-return]
+
+    def _refill(self) -> None:
+        """Keep the unread draws at the front, refill the rest from the generator.
+
+        The draws are consumed in the generator's stream order whatever the refill
+        points (a fill of n values continues the stream of the previous fill).
+        """
+        buf = self._noise_buf
+        i = int(self._s[_k.S_NOISE_I])
+        left = _NOISE_DRAWS - i
+        buf[:left] = buf[i:]
+        self._rng.standard_normal(out=buf[left:])
+        self._s[_k.S_NOISE_I] = 0.0
 
     def _gauss(self) -> float:
-        i = self._noise_i
-        if i >= 3 * _NOISE_BLOCK:
-            self._rng.standard_normal(out=self._noise_buf)
-            i = 0
-        self._noise_i = i + 1
-        return float(self._noise_buf.flat[i])
+        if self._s[_k.S_NOISE_I] >= _NOISE_DRAWS:
+            self._refill()
+        i = int(self._s[_k.S_NOISE_I])
+        self._s[_k.S_NOISE_I] = i + 1
+        return float(self._noise_buf[i])
 
     def _plan(self, t_s: float, row: NDArray[np.float64]) -> None:
         """Start a new submovement that intercepts the (predicted) target."""
@@ -454,7 +479,7 @@ class HumanOperator:
         vt_speed = math.sqrt(sum(v * v for v in vt))
         # With guidance felt, a complying operator leaves the final approach (where to
         # stop, at what speed) to it: its own errors there shrink by its compliance.
-        own = 1.0 - self._compliance if self.guided else 1.0
+        own = 1.0 - float(self._s[_k.S_COMPLIANCE]) if self.guided else 1.0
         speed_gain = 1.0 + own * p.velocity_match_sd * self._gauss()
         vm = 0.3 * own * p.velocity_match_sd * vt_speed
         # Interceptive habit: aim through the target (hit rather than match), by a
@@ -468,8 +493,8 @@ class HumanOperator:
             self._goal_v[k] = v1
             self._yield_x[k] = 0.0
             self._yield_v[k] = 0.0
-        self._plan_t0 = t_s
-        self._plan_T = duration
+        self._s[_k.S_PLAN_T0] = t_s
+        self._s[_k.S_PLAN_T] = duration
         self.submovements += 1
         jitter = 1.0 + 0.2 * self._gauss()
         self._next_plan_t = t_s + max(p.replan_interval_s, p.overlap * duration) * max(0.5, jitter)
@@ -484,103 +509,41 @@ class HumanOperator:
     ) -> None:
         """Write the drive force [N] (device frame, module docstring) for the period from ``t_s``.
 
+        Per period: re-plan when due (:meth:`_plan`), then the compiled
+        ``haptics._kernels.operator_drive``:
+
+        * yielding: the equilibrium drifts toward where the guidance has put the hand,
+          more for guidance that pulls where the operator wants to go anyway (shared
+          control: Abbink et al. 2012), weighted by the agreement ``cos θ`` between the
+          felt force and the operator's own desired force on the previous tick; once a
+          force of ``yield_force_n`` was felt the operator knows guidance is on and, as
+          far as it complies, goes along with it for the rest of the trial; what
+          agreement no longer justifies is taken back (the equilibrium returns to the
+          plan);
+        * grip: relaxes toward ``relaxed_grip`` while following felt guidance, back to 1
+          without it, and stiffens up to ``resist_stiffness_gain`` when pushed against
+          its will (co-contraction: Burdet et al. 2001; Franklin et al. 2008); the active
+          spring-damper is scaled by it (the device integrates the unscaled impedance);
+        * motor noise: first-order (coloured) Gaussian, SD = const + gain * |active
+          force| (Harris & Wolpert 1998);
+        * the passive follower rests around wherever it is, with no intent.
+
         Args:
             t_s: time [s].
             position_dev_m, velocity_dev_m_s: (3,) stylus (= hand) state, device frame.
             felt_force_n: (3,) force the device applies to the stylus [N].
             out: (3,) written with the drive force [N].
         """
-        p = self.params
-        dt = t_s - self._last_t
-        if dt < 0.0:
-            dt = 0.0
-        self._last_t = t_s
         if t_s >= self._next_plan_t:
             row = self._delayed_row(t_s)
             if row is not None:
                 self._plan(t_s, row)
-        x = position_dev_m.tolist()
-        v = velocity_dev_m_s.tolist()
-        f = felt_force_n.tolist()
-        felt = math.sqrt(f[0] * f[0] + f[1] * f[1] + f[2] * f[2])
-        # Yielding: the equilibrium drifts toward where the guidance has put the hand.
-        # Yield more to guidance that pulls where the operator wants to go anyway
-        # (shared control: Abbink et al. 2012): weight by the agreement between the felt
-        # force and the operator's own desired force on the previous tick.
-        w = self._want
-        want = math.sqrt(w[0] * w[0] + w[1] * w[1] + w[2] * w[2])
-        if felt > 1e-9 and want > 1e-9:
-            cos = (f[0] * w[0] + f[1] * w[1] + f[2] * w[2]) / (felt * want)
-        else:
-            cos = 0.0
-        # Once a guidance force was felt the operator knows guidance is on and, as far
-        # as it complies, goes along with it for the rest of the trial.
-        if felt >= p.yield_force_n:
-            self.guided = True
-        drive = self._compliance * (1.0 - p.disagree_weight * (0.5 - 0.5 * cos)) if self.guided else 0.0
-        rate = drive * dt / p.yield_tau_s
-        if rate > 1.0:
-            rate = 1.0
-        # What agreement no longer justifies is taken back: the equilibrium returns to
-        # the plan (the operator reasserts it when dragged where it does not want to go).
-        reassert = (self._compliance - drive) * dt / p.yield_tau_s if self.guided else 0.0
-        if reassert > 1.0:
-            reassert = 1.0
-        # Grip: relaxes toward ``relaxed_grip`` while following felt guidance, back to
-        # 1 without it. The active spring-damper is scaled by it (explicitly, the
-        # device integrates the unscaled impedance exactly).
-        grip_target = 1.0 - drive * (1.0 - p.relaxed_grip)
-        if self.guided:
-            # Pushed against its will, it co-contracts (Burdet et al. 2001; Franklin
-            # et al. 2008): the grip stiffens up to the resisting gain.
-            against = (0.5 - 0.5 * cos) * min(1.0, felt / p.yield_force_n)
-            grip_target += p.disagree_weight * against * (p.resist_stiffness_gain - 1.0)
-        a_grip = dt / p.yield_tau_s
-        if a_grip > 1.0:
-            a_grip = 1.0
-        grip = self._grip + a_grip * (grip_target - self._grip)
-        self._grip = grip
-        slack = grip - 1.0
-        ff = grip if grip < 1.0 else 1.0
-        # Motor noise: first-order (coloured) Gaussian, SD = const + gain * |active force|.
-        alpha = dt / p.noise_tau_s
-        if alpha > 1.0:
-            alpha = 1.0
-        sd = p.noise_const_n + p.noise_gain * self._active_n
-        kick = sd * math.sqrt(2.0 * alpha)
-        k_h, b_h = self._k, self._b
-        m_ff = self._m + p.tool_mass_kg
-        active2 = 0.0
-        for k in range(3):
-            if p.has_intent:
-                xp, vp, ap = self._plan_state(t_s, k)
-                yx = self._yield_x[k]
-                yv = self._yield_v[k]
-                yx += rate * ((x[k] - xp) - yx) - reassert * yx
-                yv += rate * ((v[k] - vp) - yv) - reassert * yv
-                self._yield_x[k] = yx
-                self._yield_v[k] = yv
-                x_eq = xp + yx
-                v_eq = vp + yv
-            else:
-                # Passive follower: the hand rests around wherever it is, no intent.
-                x_eq = x[k]
-                v_eq = 0.0
-                ap = 0.0
-            self._x_eq[k] = x_eq
-            self._x_hand[k] = x[k]
-            n = self._noise[k]
-            n += alpha * -n + kick * self._gauss()
-            self._noise[k] = n
-            active = k_h * (x_eq - x[k]) + b_h * (v_eq - v[k])
-            if p.has_intent:
-                # What it actively pushes for: its planned acceleration and speed, not
-                # the spring back to where it was (being moved slowly is accepted, being
-                # moved faster than planned is not).
-                w[k] = m_ff * ap + b_h * (vp - v[k])
-            active2 += grip * grip * active * active
-            out[k] = k_h * x_eq + b_h * v_eq + slack * active + n + ff * m_ff * ap
-        self._active_n = math.sqrt(active2)
+        if self._s[_k.S_NOISE_I] > _NOISE_DRAWS - 3:
+            self._refill()
+        _k.operator_drive(
+            self._s, self._p, self._vec, self._coef, self._noise_buf,
+            t_s, position_dev_m, velocity_dev_m_s, felt_force_n, out,
+        )
 
 
 def make_operator(kind: str, seed: int = 0, dt_s: float = 1e-3) -> HumanOperator:

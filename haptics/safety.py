@@ -51,7 +51,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from guidance.rendering import clamp_norm_into, guard_finite_into, limit_step_into
+from guidance.rendering import clamp_norm3
 from haptics.device import DeviceSpec
 
 #: Most heartbeat channels a layer can watch (device reading, arm state, ...).
@@ -128,7 +128,6 @@ class SafetyLayer:
         if not spec.rate_hz > 0.0:
             raise ValueError(f"DeviceSpec.rate_hz must be positive, got {spec.rate_hz}")
         self._out: NDArray[np.float64] = np.zeros(3)
-        self._cmd: NDArray[np.float64] = np.zeros(3)
         self._hb_t_s: NDArray[np.float64] = np.full(MAX_CHANNELS, -math.inf)
         self._channel_names: list[str] = ["device"]
         self._peak = float(spec.max_force_n)
@@ -268,6 +267,9 @@ class SafetyLayer:
         Returns:
             The owned (3,) output buffer [N], device frame, valid until the next call.
         """
+        # Plain floats throughout, the rate limit and thermal update inlined: the same
+        # operations, in the same order, as guard_finite_into, clamp_norm_into,
+        # limit_step_into and _energy_update, at half the cost of calling them per tick.
         cfg = self.config
         last = self._last_t_s
         dt = self._period if last != last else t_s - last
@@ -276,9 +278,15 @@ class SafetyLayer:
         gap = dt > cfg.max_tick_gap_s
         stale = self._stale(t_s)
 
-        cmd = self._cmd
-        self.fault = guard_finite_into(force_dev_n, cmd)
+        # 1. non-finite guard
+        x, y, z = force_dev_n.tolist()
+        if math.isfinite(x) and math.isfinite(y) and math.isfinite(z):
+            self.fault = False
+        else:
+            x = y = z = 0.0
+            self.fault = True
 
+        # 5. watchdog (checked first: it overrides everything)
         if gap or stale:
             if not self.watchdog:
                 self._trip(t_s)
@@ -297,6 +305,7 @@ class SafetyLayer:
             self._last_t_s = t_s
             return self._out
 
+        # 2. engage ramp
         gain = self.engage_gain
         if self.engaged:
             gain += dt / cfg.ramp_in_s
@@ -308,9 +317,34 @@ class SafetyLayer:
                 gain = 0.0
         self.engage_gain = gain
         if gain != 1.0:
-            cmd *= gain
-        self.saturated = clamp_norm_into(cmd, self._norm_limit(), cmd)
-        self.rate_limited = limit_step_into(cmd, self._out, self._rate * dt, self._out)
-        self._energy_update(t_s)
+            x *= gain
+            y *= gain
+            z *= gain
+        # 3. norm clamp to the thermally derated peak
+        x, y, z, self.saturated = clamp_norm3(x, y, z, self._norm_limit())
+        # 4. rate limit: move from the last output toward the command by <= rate dt
+        out = self._out
+        px, py, pz = out.tolist()
+        dx, dy, dz = x - px, y - py, z - pz
+        max_step = self._rate * dt
+        step = math.sqrt(dx * dx + dy * dy + dz * dz)
+        if step <= max_step:
+            self.rate_limited = False
+        else:
+            self.rate_limited = True
+            k = max_step / step
+            x = px + dx * k
+            y = py + dy * k
+            z = pz + dz * k
+        out[0] = x
+        out[1] = y
+        out[2] = z
+        # thermal model: E <- E + (dt/tau) (|f|^2 - E), dt since the previous call
+        dt_e = self._period if last != last else t_s - last
+        if dt_e > 0.0:
+            a = dt_e / cfg.thermal_tau_s
+            if a > 1.0:
+                a = 1.0
+            self._energy_n2 += a * ((x * x + y * y + z * z) - self._energy_n2)
         self._last_t_s = t_s
-        return self._out
+        return out

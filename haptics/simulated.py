@@ -25,6 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.linalg import expm
 
+from haptics._kernels import device_step
 from haptics.device import BUTTON_ENGAGE, DeviceSpec, DeviceState
 from haptics.operators import Operator
 from haptics.safety import SafetyConfig, SafetyLayer
@@ -116,8 +117,11 @@ class SimulatedDevice:
         hi = np.array(spec.workspace_max_m, dtype=float)
         mid = 0.5 * (lo + hi)
         half = 0.5 * (hi - lo) * END_STOP_FACTOR
-        self._stop_lo = (mid - half).tolist()
-        self._stop_hi = (mid + half).tolist()
+        self._stops = np.array([mid - half, mid + half])
+        # phi11, phi12, phi21, phi22, gamma1, gamma2, K_h, B_h (haptics._kernels.device_step)
+        self._zoh = np.zeros(8)
+        z = np.zeros(3)
+        device_step(self._zoh, self._stops, z.copy(), z.copy(), z, z, z.copy())  # load it now
         self.state = DeviceState()
         self._drive = np.zeros(3)
         self._hand_force = np.zeros(3)
@@ -140,11 +144,8 @@ class SimulatedDevice:
         if self.operator is not None:
             self.operator.reset(0.0, self.state.position_m, self.seed)
             hand_m, hand_b, hand_k = self.operator.impedance()
-        self._hand_b = hand_b
-        self._hand_k = hand_k
-        self._phi, self._gamma = zoh_discretise(
-            self.mass_kg + hand_m, self.damping_n_s_m + hand_b, hand_k, self.dt_s
-        )
+        phi, gamma = zoh_discretise(self.mass_kg + hand_m, self.damping_n_s_m + hand_b, hand_k, self.dt_s)
+        self._zoh[:] = (*phi, *gamma, hand_k, hand_b)
 
     def __enter__(self) -> SimulatedDevice:
         return self
@@ -192,27 +193,9 @@ class SimulatedDevice:
         drive = self._drive
         if self.operator is not None:
             self.operator.drive(self.t_s, pos, vel, self._force, drive)
-        (p11, p12, p21, p22), (g1, g2) = self._phi, self._gamma
-        f = self._force
-        lo, hi = self._stop_lo, self._stop_hi
-        hand = self._hand_force
-        kh, bh = self._hand_k, self._hand_b
-        for k in range(3):
-            x = float(pos[k])
-            v = float(vel[k])
-            d = float(drive[k])
-            hand[k] = d - kh * x - bh * v
-            u = float(f[k]) + d
-            xn = p11 * x + p12 * v + g1 * u
-            vn = p21 * x + p22 * v + g2 * u
-            if xn < lo[k]:
-                xn = lo[k]
-                vn = max(vn, 0.0)
-            elif xn > hi[k]:
-                xn = hi[k]
-                vn = min(vn, 0.0)
-            pos[k] = xn
-            vel[k] = vn
+        # [x, v] <- Phi [x, v] + Gamma (f + drive) per axis, then the end stops; the
+        # hand's force is drive - K_h x - B_h v (compiled: haptics._kernels.device_step).
+        device_step(self._zoh, self._stops, pos, vel, drive, self._force, self._hand_force)
         self.t_s += self.dt_s
         st.t_s = self.t_s
         self.safety.heartbeat(self.t_s)

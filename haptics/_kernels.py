@@ -1,0 +1,268 @@
+"""Compiled per-tick kernels (numba, ``cache=True``) of the simulated participant and device.
+
+The Python classes (:mod:`haptics.operators`, :mod:`haptics.simulated`) own the state in
+small preallocated float64 arrays and call one kernel per servo tick; the kernels write
+into those arrays and allocate nothing. Each kernel performs the same floating-point
+operations, in the same order, as the plain-Python form documented in its class, so the
+results are identical to the last bit (``math`` functions map to the same libm calls).
+
+Layouts (indices into the arrays the classes own):
+
+* operator scalar state ``s``: ``S_*``;
+* operator parameters ``p`` (from ``ParticipantParams``): ``P_*``;
+* operator vectors ``vec`` (rows of 3, device frame): ``V_*``;
+* quintic plan coefficients ``coef`` (3, 6): axis k, ``c_0 .. c_5``;
+* the Gaussian draw buffer ``noise`` (flat), read at ``s[S_NOISE_I]``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from numba import njit
+
+# Operator scalar state.
+S_LAST_T, S_PLAN_T0, S_PLAN_T, S_GRIP, S_ACTIVE_N, S_GUIDED, S_COMPLIANCE = range(7)
+S_K, S_B, S_M, S_NOISE_I = range(7, 11)
+N_STATE = 11
+
+# Operator parameters used per tick.
+P_YIELD_FORCE, P_DISAGREE, P_YIELD_TAU, P_RELAXED_GRIP, P_RESIST_GAIN = range(5)
+P_NOISE_TAU, P_NOISE_CONST, P_NOISE_GAIN, P_TOOL_MASS, P_HAS_INTENT = range(5, 10)
+N_PARAMS = 10
+
+# Operator vectors.
+V_X_HAND, V_X_EQ, V_WANT, V_NOISE, V_YIELD_X, V_YIELD_V, V_GOAL_X, V_GOAL_V = range(8)
+N_VECTORS = 8
+
+
+@njit(cache=True)
+def plan_state(s, vec, coef, t_s, k):  # type: ignore[no-untyped-def]
+    """Planned position [m], velocity [m/s], acceleration [m/s²] of axis ``k`` at ``t_s``."""
+    tau = t_s - s[S_PLAN_T0]
+    big_t = s[S_PLAN_T]
+    if tau >= big_t:
+        v = vec[V_GOAL_V, k]
+        return vec[V_GOAL_X, k] + v * (tau - big_t), v, 0.0
+    if tau < 0.0:
+        tau = 0.0
+    c0 = coef[k, 0]
+    c1 = coef[k, 1]
+    c2 = coef[k, 2]
+    c3 = coef[k, 3]
+    c4 = coef[k, 4]
+    c5 = coef[k, 5]
+    x = c0 + tau * (c1 + tau * (c2 + tau * (c3 + tau * (c4 + tau * c5))))
+    v = c1 + tau * (2.0 * c2 + tau * (3.0 * c3 + tau * (4.0 * c4 + tau * 5.0 * c5)))
+    a = 2.0 * c2 + tau * (6.0 * c3 + tau * (12.0 * c4 + tau * 20.0 * c5))
+    return x, v, a
+
+
+@njit(cache=True)
+def operator_drive(s, p, vec, coef, noise, t_s, x, v, f, out):  # type: ignore[no-untyped-def]
+    """One period of ``HumanOperator.drive`` after any re-planning (see that method).
+
+    Args:
+        s, p, vec, coef, noise: the operator's arrays (module docstring); ``s`` and
+            ``vec`` are updated. At least 3 draws must remain in ``noise``.
+        t_s: time [s].
+        x, v: (3,) stylus (= hand) position [m] and velocity [m/s], device frame.
+        f: (3,) force the device applies to the stylus [N].
+        out: (3,) written with the drive force [N].
+    """
+    dt = t_s - s[S_LAST_T]
+    if dt < 0.0:
+        dt = 0.0
+    s[S_LAST_T] = t_s
+    f0 = f[0]
+    f1 = f[1]
+    f2 = f[2]
+    felt = math.sqrt(f0 * f0 + f1 * f1 + f2 * f2)
+    w0 = vec[V_WANT, 0]
+    w1 = vec[V_WANT, 1]
+    w2 = vec[V_WANT, 2]
+    want = math.sqrt(w0 * w0 + w1 * w1 + w2 * w2)
+    if felt > 1e-9 and want > 1e-9:
+        cos = (f0 * w0 + f1 * w1 + f2 * w2) / (felt * want)
+    else:
+        cos = 0.0
+    yield_force = p[P_YIELD_FORCE]
+    if felt >= yield_force:
+        s[S_GUIDED] = 1.0
+    guided = s[S_GUIDED] != 0.0
+    compliance = s[S_COMPLIANCE]
+    disagree = p[P_DISAGREE]
+    yield_tau = p[P_YIELD_TAU]
+    drive = compliance * (1.0 - disagree * (0.5 - 0.5 * cos)) if guided else 0.0
+    rate = drive * dt / yield_tau
+    if rate > 1.0:
+        rate = 1.0
+    reassert = (compliance - drive) * dt / yield_tau if guided else 0.0
+    if reassert > 1.0:
+        reassert = 1.0
+    grip_target = 1.0 - drive * (1.0 - p[P_RELAXED_GRIP])
+    if guided:
+        ratio = felt / yield_force
+        against = (0.5 - 0.5 * cos) * (ratio if ratio < 1.0 else 1.0)
+        grip_target += disagree * against * (p[P_RESIST_GAIN] - 1.0)
+    a_grip = dt / yield_tau
+    if a_grip > 1.0:
+        a_grip = 1.0
+    grip = s[S_GRIP] + a_grip * (grip_target - s[S_GRIP])
+    s[S_GRIP] = grip
+    slack = grip - 1.0
+    ff = grip if grip < 1.0 else 1.0
+    alpha = dt / p[P_NOISE_TAU]
+    if alpha > 1.0:
+        alpha = 1.0
+    sd = p[P_NOISE_CONST] + p[P_NOISE_GAIN] * s[S_ACTIVE_N]
+    kick = sd * math.sqrt(2.0 * alpha)
+    k_h = s[S_K]
+    b_h = s[S_B]
+    m_ff = s[S_M] + p[P_TOOL_MASS]
+    has_intent = p[P_HAS_INTENT] != 0.0
+    noise_i = int(s[S_NOISE_I])
+    active2 = 0.0
+    for k in range(3):
+        xk = x[k]
+        vk = v[k]
+        if has_intent:
+            xp, vp, ap = plan_state(s, vec, coef, t_s, k)
+            yx = vec[V_YIELD_X, k]
+            yv = vec[V_YIELD_V, k]
+            yx += rate * ((xk - xp) - yx) - reassert * yx
+            yv += rate * ((vk - vp) - yv) - reassert * yv
+            vec[V_YIELD_X, k] = yx
+            vec[V_YIELD_V, k] = yv
+            x_eq = xp + yx
+            v_eq = vp + yv
+        else:
+            x_eq = xk
+            v_eq = 0.0
+            vp = 0.0
+            ap = 0.0
+        vec[V_X_EQ, k] = x_eq
+        vec[V_X_HAND, k] = xk
+        n = vec[V_NOISE, k]
+        n += alpha * -n + kick * noise[noise_i]
+        noise_i += 1
+        vec[V_NOISE, k] = n
+        active = k_h * (x_eq - xk) + b_h * (v_eq - vk)
+        if has_intent:
+            vec[V_WANT, k] = m_ff * ap + b_h * (vp - vk)
+        active2 += grip * grip * active * active
+        out[k] = k_h * x_eq + b_h * v_eq + slack * active + n + ff * m_ff * ap
+    s[S_NOISE_I] = noise_i
+    s[S_ACTIVE_N] = math.sqrt(active2)
+
+
+@njit(cache=True)
+def store_percept(ring, row, t_s, tp, tv, ep, ev, vec):  # type: ignore[no-untyped-def]
+    """Write one percept row: t, target pos/vel, ee pos/vel, the hand's position."""
+    ring[row, 0] = t_s
+    for k in range(3):
+        ring[row, 1 + k] = tp[k]
+        ring[row, 4 + k] = tv[k]
+        ring[row, 7 + k] = ep[k]
+        ring[row, 10 + k] = ev[k]
+        ring[row, 13 + k] = vec[V_X_HAND, k]
+
+
+@njit(cache=True)
+def device_step(zoh, stops, pos, vel, drive, force, hand):  # type: ignore[no-untyped-def]
+    """One ZOH period of ``SimulatedDevice`` (see ``SimulatedDevice.read``).
+
+    Args:
+        zoh: (8,) ``φ11, φ12, φ21, φ22, γ1, γ2, K_h, B_h``.
+        stops: (2, 3) lower and upper end stops [m], device frame.
+        pos, vel: (3,) stylus state [m, m/s], device frame; advanced in place.
+        drive: (3,) the operator's drive force [N].
+        force: (3,) the actuated device force [N].
+        hand: (3,) written with the hand's force on the stylus [N].
+    """
+    p11 = zoh[0]
+    p12 = zoh[1]
+    p21 = zoh[2]
+    p22 = zoh[3]
+    g1 = zoh[4]
+    g2 = zoh[5]
+    kh = zoh[6]
+    bh = zoh[7]
+    for k in range(3):
+        x = pos[k]
+        v = vel[k]
+        d = drive[k]
+        hand[k] = d - kh * x - bh * v
+        u = force[k] + d
+        xn = p11 * x + p12 * v + g1 * u
+        vn = p21 * x + p22 * v + g2 * u
+        if xn < stops[0, k]:
+            xn = stops[0, k]
+            if vn < 0.0:
+                vn = 0.0
+        elif xn > stops[1, k]:
+            xn = stops[1, k]
+            if vn > 0.0:
+                vn = 0.0
+        pos[k] = xn
+        vel[k] = vn
+
+
+
+@njit(cache=True)
+def map_to_task(sr, off, held, reanchor, pos, vel, out_pos, out_vel):  # type: ignore[no-untyped-def]
+    """``WorkspaceMapping.to_task`` unclutched: x = o + s R p, v = s R v (device -> task).
+
+    Args:
+        sr: (3, 3) ``s R``. off: (3,) offset [m], re-anchored in place when ``reanchor``.
+        held: (3,) the last mapped task position [m], updated.
+        pos, vel: (3,) stylus position [m] and velocity [m/s], device frame.
+        out_pos, out_vel: (3,) written with the task-frame command.
+    """
+    px = pos[0]
+    py = pos[1]
+    pz = pos[2]
+    rx = sr[0, 0] * px + sr[0, 1] * py + sr[0, 2] * pz
+    ry = sr[1, 0] * px + sr[1, 1] * py + sr[1, 2] * pz
+    rz = sr[2, 0] * px + sr[2, 1] * py + sr[2, 2] * pz
+    if reanchor:
+        off[0] = held[0] - rx
+        off[1] = held[1] - ry
+        off[2] = held[2] - rz
+    x = off[0] + rx
+    y = off[1] + ry
+    z = off[2] + rz
+    held[0] = x
+    held[1] = y
+    held[2] = z
+    out_pos[0] = x
+    out_pos[1] = y
+    out_pos[2] = z
+    vx = vel[0]
+    vy = vel[1]
+    vz = vel[2]
+    out_vel[0] = sr[0, 0] * vx + sr[0, 1] * vy + sr[0, 2] * vz
+    out_vel[1] = sr[1, 0] * vx + sr[1, 1] * vy + sr[1, 2] * vz
+    out_vel[2] = sr[2, 0] * vx + sr[2, 1] * vy + sr[2, 2] * vz
+
+
+@njit(cache=True)
+def map_rt(r, vec, off, gain, out):  # type: ignore[no-untyped-def]
+    """out = gain Rᵀ (vec − off): task -> device frame (``off`` zeros for vectors)."""
+    x = vec[0] - off[0]
+    y = vec[1] - off[1]
+    z = vec[2] - off[2]
+    out[0] = gain * (r[0, 0] * x + r[1, 0] * y + r[2, 0] * z)
+    out[1] = gain * (r[0, 1] * x + r[1, 1] * y + r[2, 1] * z)
+    out[2] = gain * (r[0, 2] * x + r[1, 2] * y + r[2, 2] * z)
+
+
+@njit(cache=True)
+def map_r(r, vec, gain, out):  # type: ignore[no-untyped-def]
+    """out = gain R vec: device -> task frame."""
+    x = vec[0]
+    y = vec[1]
+    z = vec[2]
+    out[0] = gain * (r[0, 0] * x + r[0, 1] * y + r[0, 2] * z)
+    out[1] = gain * (r[1, 0] * x + r[1, 1] * y + r[1, 2] * z)
+    out[2] = gain * (r[2, 0] * x + r[2, 1] * y + r[2, 2] * z)
