@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from guidance.rendering import (
@@ -67,6 +67,8 @@ def test_actuated_force_never_exceeds_the_limit(forces, q, scale, limit, mode, r
 
 @settings(max_examples=200, deadline=None)
 @given(force=wild_vec, limit=st.floats(0.0, 100.0))
+@example(force=(0.0, 0.0, 1e308), limit=1e-5)  # limit / norm is subnormal
+@example(force=(0.0, 0.0, 1.0), limit=7.904462648500766e-161)  # tiny limit
 def test_clamps_are_bounded_and_finite_for_any_input(force, limit) -> None:
     norm_out = clamp_norm(force, limit)
     axis_out = clamp_per_axis(force, limit)
