@@ -317,8 +317,10 @@ class ServoTick:
         values[field["dev_force_act_n"]] = self._actuated
         values[field["base_torque_n_m"]] = m.base_torque_n_m
         values[field["base_attitude_rad"]] = m.base_attitude_rad
-        d = m.ee_position_m - self._target_pos
-        values[field["distance_m"]] = math.sqrt(float(d @ d)) - self.radius_m
+        ee, tp = m.ee_position_m, self._target_pos
+        values[field["distance_m"]] = (
+            math.hypot(ee[0] - tp[0], ee[1] - tp[1], ee[2] - tp[2]) - self.radius_m
+        )
         flags = self.recorder.flags
         bits = 0
         for bit, name in enumerate(("engaged", "clutch", "saturated", "fault", "watchdog", "replan", "singular")):
