@@ -191,7 +191,7 @@ class ServoTick:
             self._dev_pos[:] = state.position_m
             self._dev_vel[:] = state.velocity_m_s
             if self.k == 0:
-                self._anchor(state.position_m)
+                self._anchor(state)
             # The engage button is a dead-man switch: held, the arm follows the stylus;
             # released, the stylus is clutched (free to re-centre) and the arm holds.
             self.mapping.set_clutch(not (state.buttons & BUTTON_ENGAGE))
@@ -287,12 +287,18 @@ class ServoTick:
             return False
         return self.k < self.max_ticks
 
-    def _anchor(self, device_position_m: NDArray[np.float64]) -> None:
-        """Map the stylus' first reading to the end effector's start: no jump at t = 0."""
+    def _anchor(self, state: Any) -> None:
+        """Map the stylus' first reading to the end effector's start: no jump at t = 0.
+
+        The mapping is also run once unclutched, so that a stylus whose engage button is
+        not held on the first tick holds the arm where it is (not at the task origin).
+        """
         mapping = self.mapping
+        mapping.reset()
         mapping.offset_m[:] = self._ee0 - mapping.scale * (
-            mapping.rotation_task_from_device @ device_position_m
+            mapping.rotation_task_from_device @ state.position_m
         )
+        mapping.to_task(state.position_m, state.velocity_m_s, self._cmd_pos, self._cmd_vel)
 
     def _zero_force(self) -> None:
         if self.device is not None:

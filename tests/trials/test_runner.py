@@ -127,3 +127,25 @@ def test_a_killed_trial_leaves_a_readable_file_missing_at_most_one_second(tmp_pa
     np.testing.assert_allclose(np.diff(times), 1e-3, rtol=1e-9)
     _, meta = read_trial(path)
     assert meta["complete"] is False
+
+
+def test_a_stylus_not_engaged_at_the_start_holds_the_arm_where_it_is(short_scenario: Path, tmp_path: Path) -> None:
+    """Engage button released from the first tick: clutched, the arm holds its start."""
+    trial = build_trial(TrialRequest(scenario=str(short_scenario), condition="dg", seed=2), tmp_path)
+    read = trial.device.read
+
+    def read_released():
+        state = read()
+        state.buttons = 0
+        return state
+
+    trial.device.read = read_released
+    summary = trial.run()
+    table, _ = read_trial(summary["path"])
+    cmd = np.stack([table[c].to_numpy() for c in trial_log.COMMAND_POSITION], axis=1)
+    ee = np.stack([table[c].to_numpy() for c in trial_log.EE_POSITION], axis=1)
+    dev = np.stack([table[c].to_numpy() for c in trial_log.DEVICE_POSITION], axis=1)
+    assert table["clutch"].to_numpy().all()
+    assert np.ptp(dev[:, 0]) > 1e-3  # the hand moved the stylus...
+    np.testing.assert_allclose(cmd, np.tile(ee[0], (len(cmd), 1)), atol=1e-6)  # ...not the arm
+    assert np.max(np.linalg.norm(ee - ee[0], axis=1)) < 1e-3
