@@ -227,7 +227,9 @@ class ServoTick:
         if profile is not None:
             stamps[5] = clock()
         # 6. rendering: task -> device frame, saturation, ramp, non-finite guard
-        rendered = self.renderer.render(self._guide, dt)
+        # Clutched (engage button released), the stylus is decoupled from the arm: no
+        # guidance is rendered, and the renderer's rate limit ramps the force out.
+        rendered = self.renderer.render(self._zero3 if self.mapping.clutched else self._guide, dt)
         self._rendered.calculated_dev_n[:] = rendered.calculated_dev_n
         if profile is not None:
             stamps[6] = clock()

@@ -149,3 +149,8 @@ def test_a_stylus_not_engaged_at_the_start_holds_the_arm_where_it_is(short_scena
     assert np.ptp(dev[:, 0]) > 1e-3  # the hand moved the stylus...
     np.testing.assert_allclose(cmd, np.tile(ee[0], (len(cmd), 1)), atol=1e-6)  # ...not the arm
     assert np.max(np.linalg.norm(ee - ee[0], axis=1)) < 1e-3
+    # and no guidance force is rendered on a stylus that does not drive the arm
+    actuated = np.stack([table[c].to_numpy() for c in trial_log.DEVICE_FORCE_ACTUATED], axis=1)
+    assert np.all(actuated == 0.0)
+    guidance = np.stack([table[c].to_numpy() for c in trial_log.GUIDANCE_FORCE], axis=1)
+    assert np.abs(guidance).max() > 1.0  # the law still computed (and logged) its force
