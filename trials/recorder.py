@@ -125,6 +125,13 @@ class TrialRecorder:
         if offset == CHUNK_ROWS - 1 or self.rows - max(self._flushed_rows, 0) >= self._flush_rows:
             self._wake.set()
 
+    def recorded_row(self, index: int) -> NDArray[np.float64]:
+        """A copy of float row ``index`` as recorded (off the tick: summaries, tests)."""
+        if not 0 <= index < self.rows:
+            raise IndexError(f"row {index} not recorded (rows: {self.rows})")
+        chunk, offset = divmod(index, CHUNK_ROWS)
+        return self._floats[chunk][:, offset].copy()
+
     def _grow(self) -> None:
         self._floats.append(self._new_float_chunk())
         self._flags.append(self._new_flag_chunk())

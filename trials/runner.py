@@ -161,9 +161,7 @@ class Trial:
 
 def _impact_velocity(recorder: TrialRecorder, reached_at_s: float) -> float:
     """Relative speed at the first reach, read back from the row buffers (for progress)."""
-    row = round(reached_at_s / DT_S) - 1
-    chunk, offset = divmod(row, 1000)
-    values = recorder._floats[chunk][:, offset]  # noqa: SLF001 - same package
+    values = recorder.recorded_row(round(reached_at_s / DT_S) - 1)
     ee_v = [values[recorder.column_index(c)] for c in trial_log.EE_VELOCITY]
     tg_v = [values[recorder.column_index(c)] for c in trial_log.TARGET_VELOCITY]
     return float(np.linalg.norm(np.subtract(ee_v, tg_v)))

@@ -28,6 +28,7 @@ from capture_trainer import trial_log
 from guidance.rendering import RenderedForce
 from guidance.state import GuidanceState
 from haptics.device import BUTTON_ENGAGE
+from trials.snapshot import FLAG_BITS
 
 #: Stage names, in tick order, for the per-stage timing of ``capture-trainer bench servo``.
 STAGES = ("device", "slave", "plant", "target", "guidance", "render", "command", "record")
@@ -331,7 +332,7 @@ class ServoTick:
         )
         flags = self.recorder.flags
         bits = 0
-        for bit, name in enumerate(("engaged", "clutch", "saturated", "fault", "watchdog", "replan", "singular")):
+        for bit, name in enumerate(FLAG_BITS):
             if flags[self._flag_index[name]]:
                 bits |= 1 << bit
         values[field["flags"]] = bits
