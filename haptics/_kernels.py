@@ -258,6 +258,14 @@ def map_rt(r, vec, off, gain, out):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
+def map_state_rt(r, pos, vel, off, gain, out_pos, out_vel):  # type: ignore[no-untyped-def]
+    """A point and its velocity task -> device frame in one call (see :func:`map_rt`)."""
+    map_rt(r, pos, off, gain, out_pos)
+    for i in range(3):
+        out_vel[i] = gain * (r[0, i] * vel[0] + r[1, i] * vel[1] + r[2, i] * vel[2])
+
+
+@njit(cache=True)
 def map_r(r, vec, gain, out):  # type: ignore[no-untyped-def]
     """out = gain R vec: device -> task frame."""
     x = vec[0]

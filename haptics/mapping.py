@@ -34,7 +34,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from guidance.rendering import as_rotation
-from haptics._kernels import map_r, map_rt, map_to_task
+from haptics._kernels import map_r, map_rt, map_state_rt, map_to_task
 
 
 class WorkspaceMapping:
@@ -148,6 +148,11 @@ class WorkspaceMapping:
     def to_device_velocity(self, velocity_task_m_s: NDArray[np.float64], out: NDArray[np.float64]) -> None:
         """Inverse velocity map: task-frame velocity [m/s] to device frame [m/s]."""
         map_rt(self._r, velocity_task_m_s, self._no_offset, self._inv_scale, out)
+
+    def to_device_state(self, position_task_m: NDArray[np.float64], velocity_task_m_s: NDArray[np.float64],
+                        out_pos: NDArray[np.float64], out_vel: NDArray[np.float64]) -> None:
+        """:meth:`to_device_position` and :meth:`to_device_velocity` in one call [m], [m/s]."""
+        map_state_rt(self._r, position_task_m, velocity_task_m_s, self.offset_m, self._inv_scale, out_pos, out_vel)
 
     def to_device_force(self, force_task_n: NDArray[np.float64], out: NDArray[np.float64]) -> None:
         """Map a task-frame force [N] to the device-frame force on the stylus [N].

@@ -1025,8 +1025,8 @@ def quat_to_rotvec(quat, out):
 @njit(cache=True, error_model="numpy")
 def controller_step(q, qd, base_pos, base_quat, base_w, have_base, x_cmd, v_cmd, a_cmd, joint_xyz, joint_rot,
                     joint_axis, link_mass, link_com, link_inertia, ee_offset, base_mass, base_inertia, task_rows,
-                    reaction_rows, q_min, q_max, qd_max, qdd_max, params, qdd, q_cmd, qd_cmd, status, diag,
-                    jac_pinv):
+                    reaction_rows, q_min, q_max, qd_max, qdd_max, params, qdd, q_cmd, qd_cmd, qdd_cmd, status,
+                    diag, jac_pinv):
     """One servo tick of the slave controller, all in one compiled call.
 
     Forms x_dd_d with the capture law (eq. 10, e = ee - cmd), the desired base torque from
@@ -1039,7 +1039,10 @@ def controller_step(q, qd, base_pos, base_quat, base_w, have_base, x_cmd, v_cmd,
             base_w (3,) [rad/s]: measured base state (task frame); have_base: 0/1.
         x_cmd, v_cmd, a_cmd: (3,) commanded EE position, velocity, acceleration, task frame.
         params: (N_PARAMS,) see P_* indices.
-        qdd, q_cmd, qd_cmd: out (n,); status: out (N_STATUS,) see S_* indices;
+        qdd: out (n,) the solution, always written.
+        q_cmd, qd_cmd, qdd_cmd: out (n,) the joint command; written only when the tick has
+            no fault (``status[S_FAULT] == 0``), so they keep the last good command.
+        status: out (N_STATUS,) see S_* indices;
         diag: out (8,) as in :func:`solve_ik`.
         jac_pinv: out (n, 3) ``∂q/∂x``: the (damped, as in the IK) pseudoinverse of the
             Generalized Jacobian's task rows at the measured state [rad/m], task frame;
@@ -1118,9 +1121,11 @@ def controller_step(q, qd, base_pos, base_quat, base_w, have_base, x_cmd, v_cmd,
         for j in range(n):
             acc += mmat[r, j] * qdd[j]
         status[S_TORQUE + r] = acc
-    for j in range(n):
-        qd_cmd[j] = qd[j] + qdd[j] * dt
-        q_cmd[j] = q[j] + qd[j] * dt + 0.5 * qdd[j] * dt * dt
+    if fault == 0.0:
+        for j in range(n):
+            qd_cmd[j] = qd[j] + qdd[j] * dt
+            q_cmd[j] = q[j] + qd[j] * dt + 0.5 * qdd[j] * dt * dt
+            qdd_cmd[j] = qdd[j]
     status[S_SIGMA_RATIO] = diag[0]
     status[S_SINGULAR] = 1.0 if diag[0] < params[P_SIGMA_THRESHOLD] else 0.0
     status[S_LIMITED] = diag[4]
@@ -1130,15 +1135,28 @@ def controller_step(q, qd, base_pos, base_quat, base_w, have_base, x_cmd, v_cmd,
 
 
 @njit(cache=True, error_model="numpy")
-def plant_readout(q, qd, base_pos, base_quat, base_v, base_w, joint_xyz, joint_rot, joint_axis, ee_offset, ee,
-                  ee_v, attitude):
-    """End-effector position and velocity from a measured plant state (actual base twist).
+def plant_readout(state, before, have_before, joint_xyz, joint_rot, joint_axis, ee_offset, base_inertia, dt, ee,
+                  ee_v, attitude, torque):
+    """Plant read-outs from a measured state (actual base twist), task frame.
 
     ``ee = r0 + R0 r_e(q)``, ``ee_v = v0 + w0 x (R0 r_e) + R0 Je(q) qd``: forward
     kinematics of the measured state; no momentum assumption. Also the base attitude as
-    a rotation vector. All outputs task frame.
+    a rotation vector and the base torque over the last step (:func:`base_torque`, zero
+    when ``have_before`` is false).
+
+    Args:
+        state, before: (2n + 13,) plant state after and before the last step: q (n),
+            qd (n), base position (3), quaternion xyzw (4), velocity (3), angular
+            velocity (3), task frame.
+        ee, ee_v, attitude, torque: out (3,).
     """
-    n = q.shape[0]
+    n = (state.shape[0] - 13) // 2
+    q = state[:n]
+    qd = state[n:2 * n]
+    base_pos = state[2 * n:2 * n + 3]
+    base_quat = state[2 * n + 3:2 * n + 7]
+    base_v = state[2 * n + 7:2 * n + 10]
+    base_w = state[2 * n + 10:2 * n + 13]
     origins, axes, rots, re = _frames(q, joint_xyz, joint_rot, joint_axis, ee_offset)
     rot0 = np.empty((3, 3))
     quat_to_matrix(base_quat[0], base_quat[1], base_quat[2], base_quat[3], rot0)
@@ -1159,6 +1177,11 @@ def plant_readout(q, qd, base_pos, base_quat, base_v, base_w, joint_xyz, joint_r
     for r in range(3):
         ee_v[r] = base_v[r] + tmp[r] + rot0[r, 0] * vb[0] + rot0[r, 1] * vb[1] + rot0[r, 2] * vb[2]
     quat_to_rotvec(base_quat, attitude)
+    if have_before:
+        base_torque(before[2 * n + 3:2 * n + 7], before[2 * n + 10:2 * n + 13], base_w, base_inertia, dt, torque)
+    else:
+        for r in range(3):
+            torque[r] = 0.0
 
 
 @njit(cache=True, error_model="numpy")

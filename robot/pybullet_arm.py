@@ -70,6 +70,17 @@ class PlantMeasurement:
         self.qd_rad_s = np.zeros(self.n_joints)
 
 
+def _raw_size(n_joints: int) -> int:
+    return 2 * n_joints + 13
+
+
+def _state_view(raw: NDArray[np.float64], n: int) -> ArmState:
+    """An ArmState whose arrays are views of ``raw`` (q, qd, base p, quat xyzw, v, w)."""
+    base = BaseState(raw[2 * n:2 * n + 3], raw[2 * n + 3:2 * n + 7], raw[2 * n + 7:2 * n + 10],
+                     raw[2 * n + 10:2 * n + 13])
+    return ArmState(0.0, raw[:n], raw[n:2 * n], base)
+
+
 class PyBulletArm:
     """A :class:`robot.arm.ArmBackend` simulated in PyBullet (one physics client each).
 
@@ -107,12 +118,19 @@ class PyBulletArm:
         self._joints = list(range(n))
         self._forces = [MOTOR_FORCE_LIMIT] * n
         self._t_s = 0.0
-        self._state = ArmState(0.0, np.zeros(n), np.zeros(n), BaseState())
-        self._fresh = False  # is self._state the plant's current state?
-        self._quat_before = np.array([0.0, 0.0, 0.0, 1.0])
-        self._w_before = np.zeros(3)
+        # The plant state lives in one flat buffer (q, qd, base position, quaternion xyzw,
+        # velocity, angular velocity) refilled by one assignment per read; the state and
+        # the measurement hand out views of it. _before keeps the state before the step.
+        self._raw = np.zeros(_raw_size(n))
+        self._raw[2 * n + 6] = 1.0
+        self._before = self._raw.copy()
+        self._state = _state_view(self._raw, n)
+        self._fresh = False  # is self._raw the plant's current state?
         self._have_before = False
         self._measurement = PlantMeasurement(n)
+        self._measurement.q_rad = self._state.q_rad
+        self._measurement.qd_rad_s = self._state.qd_rad_s
+        self._measurement.base_angular_velocity_rad_s = self._state.base.angular_velocity_rad_s
         self._points = np.zeros((n + 2, 3))
         self.reset()
 
@@ -190,15 +208,9 @@ class PyBulletArm:
         joint_states = pb.getJointStates(body, self._joints, physicsClientId=client)
         position, orientation = pb.getBasePositionAndOrientation(body, physicsClientId=client)
         velocity, angular = pb.getBaseVelocity(body, physicsClientId=client)
-        state = self._state
-        base = state.base
-        state.t_s = self._t_s
-        state.q_rad[:] = [s[0] for s in joint_states]
-        state.qd_rad_s[:] = [s[1] for s in joint_states]
-        base.position_m[:] = position
-        base.orientation_xyzw[:] = orientation
-        base.velocity_m_s[:] = velocity
-        base.angular_velocity_rad_s[:] = angular
+        self._raw[:] = ([s[0] for s in joint_states] + [s[1] for s in joint_states]
+                        + list(position + orientation + velocity + angular))
+        self._state.t_s = self._t_s
         self._fresh = True
 
     def state(self) -> ArmState:
@@ -228,9 +240,7 @@ class PyBulletArm:
         """Advance the plant by one period ``dt_s``."""
         if not self._fresh:
             self._read()
-        base = self._state.base
-        self._quat_before[:] = base.orientation_xyzw
-        self._w_before[:] = base.angular_velocity_rad_s
+        self._before[:] = self._raw
         self._have_before = True
         self._pb.stepSimulation(physicsClientId=self._client)
         self._t_s += self.dt_s
@@ -243,22 +253,12 @@ class PyBulletArm:
         """
         if not self._fresh:
             self._read()
-        state = self._state
-        base = state.base
         out = self._measurement
         arrays = self._arrays
-        out.t_s = state.t_s
-        out.q_rad[:] = state.q_rad
-        out.qd_rad_s[:] = state.qd_rad_s
-        out.base_angular_velocity_rad_s[:] = base.angular_velocity_rad_s
-        kern.plant_readout(state.q_rad, state.qd_rad_s, base.position_m, base.orientation_xyzw, base.velocity_m_s,
-                           base.angular_velocity_rad_s, arrays.joint_xyz, arrays.joint_rot, arrays.joint_axis,
-                           arrays.ee_offset, out.ee_position_m, out.ee_velocity_m_s, out.base_attitude_rad)
-        if self._have_before:
-            kern.base_torque(self._quat_before, self._w_before, base.angular_velocity_rad_s, arrays.base_inertia,
-                             self.dt_s, out.base_torque_n_m)
-        else:
-            out.base_torque_n_m[:] = 0.0
+        out.t_s = self._state.t_s
+        kern.plant_readout(self._raw, self._before, self._have_before, arrays.joint_xyz, arrays.joint_rot,
+                           arrays.joint_axis, arrays.ee_offset, arrays.base_inertia, self.dt_s, out.ee_position_m,
+                           out.ee_velocity_m_s, out.base_attitude_rad, out.base_torque_n_m)
         return out
 
     def link_positions_m(self) -> NDArray[np.float64]:

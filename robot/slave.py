@@ -70,6 +70,18 @@ class SlaveStatus:
         self.qdd_rad_s2 = np.zeros(self.n_joints)
         self.jacobian_pinv = np.zeros((self.n_joints, 3))
 
+    @classmethod
+    def viewing(cls, status_vector: NDArray[np.float64], qdd_rad_s2: NDArray[np.float64]) -> SlaveStatus:
+        """A status whose vectors are views of the compiled controller's output buffers:
+        ``status_vector`` (``kern.N_STATUS``,) and ``qdd_rad_s2`` (n,), so a tick copies
+        only its scalars."""
+        status = cls(qdd_rad_s2.shape[0])
+        status.ee_position_m = status_vector[kern.S_EE:kern.S_EE + 3]
+        status.ee_velocity_m_s = status_vector[kern.S_EE_V:kern.S_EE_V + 3]
+        status.base_torque_predicted_n_m = status_vector[kern.S_TORQUE:kern.S_TORQUE + 3]
+        status.qdd_rad_s2 = qdd_rad_s2
+        return status
+
 
 _IDENTITY_QUAT = np.array([0.0, 0.0, 0.0, 1.0])
 
@@ -103,11 +115,10 @@ class SlaveController:
         self._qdd = np.zeros(n)
         self._status_vec = np.zeros(kern.N_STATUS)
         self._diag = np.zeros(8)
-        self._cmd = JointCommand.zeros(n)
         self._good = JointCommand.zeros(n)
         self._have_good = False
         self._zero3 = np.zeros(3)
-        self._status = SlaveStatus(n)
+        self._status = SlaveStatus.viewing(self._status_vec, self._qdd)
         self._jac_pinv = self._status.jacobian_pinv
         self.fault_count = 0
 
@@ -138,26 +149,22 @@ class SlaveController:
             pos, quat, w, have = self._zero3, _IDENTITY_QUAT, self._zero3, 0.0
         else:
             pos, quat, w, have = base.position_m, base.orientation_xyzw, base.angular_velocity_rad_s, 1.0
-        cmd = self._cmd
+        good = self._good
         sv = self._status_vec
         kern.controller_step(state.q_rad, state.qd_rad_s, pos, quat, w, have, x_cmd_m, v_cmd_m_s, a_cmd_m_s2,
                              a.joint_xyz, a.joint_rot, a.joint_axis, a.link_mass, a.link_com, a.link_inertia,
                              a.ee_offset, a.base_mass, a.base_inertia, a.task_rows, a.reaction_rows, a.q_min,
-                             a.q_max, a.qd_max, a.qdd_max, self._params, self._qdd, cmd.q_rad, cmd.qd_rad_s, sv,
-                             self._diag, self._jac_pinv)
+                             a.q_max, a.qd_max, a.qdd_max, self._params, self._qdd, good.q_rad, good.qd_rad_s,
+                             good.qdd_rad_s2, sv, self._diag, self._jac_pinv)
         status = self._status
         status.t_s = t_s
-        status.ee_position_m[:] = sv[kern.S_EE:kern.S_EE + 3]
-        status.ee_velocity_m_s[:] = sv[kern.S_EE_V:kern.S_EE_V + 3]
-        status.base_torque_predicted_n_m[:] = sv[kern.S_TORQUE:kern.S_TORQUE + 3]
-        status.qdd_rad_s2[:] = self._qdd
-        status.sigma_ratio = sv[kern.S_SIGMA_RATIO]
-        status.singular = sv[kern.S_SINGULAR] > 0.0
-        status.limited = sv[kern.S_LIMITED] > 0.0
-        status.residual = sv[kern.S_RESIDUAL]
-        status.fault = sv[kern.S_FAULT] > 0.0
-        good = self._good
-        if status.fault:
+        sigma_ratio, singular, limited, residual, _, fault = sv[kern.S_SIGMA_RATIO:kern.S_FAULT + 1].tolist()
+        status.sigma_ratio = sigma_ratio
+        status.singular = singular > 0.0
+        status.limited = limited > 0.0
+        status.residual = residual
+        status.fault = fault > 0.0
+        if status.fault:  # the kernel left the last good command in place
             self.fault_count += 1
             status.jacobian_pinv[:] = 0.0  # never hand a non-finite map downstream
             if not self._have_good:  # nothing sent yet: hold still
@@ -166,9 +173,6 @@ class SlaveController:
                 good.qdd_rad_s2[:] = 0.0
                 self._have_good = True
         else:
-            good.q_rad[:] = cmd.q_rad
-            good.qd_rad_s[:] = cmd.qd_rad_s
-            good.qdd_rad_s2[:] = self._qdd
             self._have_good = True
         good.t_s = t_s
         self.arm.send(good)

@@ -1,11 +1,13 @@
 """Per-tick trial recording into one Parquet file that survives a crash.
 
 The servo tick writes one row into preallocated arrays (:meth:`TrialRecorder.append_row`
-copies a row buffer; nothing is allocated). A flusher thread, never the tick, rewrites
+copies a row buffer and an integer of flag bits; nothing is allocated). A flusher thread, never the tick, rewrites
 the whole Parquet file atomically (temporary file, then ``os.replace``) whenever one
-second of trial time has been recorded or half a second of wall time has passed, so a
-process killed at any moment leaves a complete, readable file that lacks at most the
-last second. The final write sets ``complete: true`` in the metadata.
+second of trial time has been recorded or half a second of wall time has passed, but
+not more often than every quarter second of wall time (which only a headless trial,
+running many times faster than real time, reaches). A process killed at any moment
+leaves a complete, readable file that lacks at most the last second of trial time at
+real-time pace (the last half second of wall time, whatever the pace). The final write sets ``complete: true`` in the metadata.
 
 The file layout is the contract of :mod:`capture_trainer.trial_log`.
 """
@@ -43,12 +45,14 @@ class TrialRecorder:
     Args:
         path: the trial's Parquet file (its directory is created).
         float_columns: names of the float64 columns, in row-buffer order.
-        flag_columns: names of the boolean columns, in flag-buffer order.
+        flag_columns: names of the boolean columns; column ``i`` is bit ``i`` of
+            :attr:`flag_bits` (at most 64).
         metadata: JSON-serialisable trial metadata (see ``trial_log.METADATA_KEYS``).
         expected_rows: rows to preallocate (the trial's time limit over its period); a
             longer trial grows one chunk at a time, allocated by the flusher ahead of use.
         flush_rows: flush after this many new rows (1000 = one second at 1 kHz).
         flush_wall_s: flush at least this often in wall-clock seconds.
+        flush_min_interval_s: never flush more often than this [s, wall clock].
     """
 
     def __init__(
@@ -60,9 +64,12 @@ class TrialRecorder:
         expected_rows: int,
         flush_rows: int = CHUNK_ROWS,
         flush_wall_s: float = 0.5,
+        flush_min_interval_s: float = 0.25,
     ) -> None:
         if len(set(float_columns) | set(flag_columns)) != len(float_columns) + len(flag_columns):
             raise TrialError("recorder columns must be unique")
+        if len(flag_columns) > 64:
+            raise TrialError(f"at most 64 flag columns, got {len(flag_columns)}")
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.float_columns = tuple(float_columns)
@@ -73,21 +80,22 @@ class TrialRecorder:
         n_chunks = max(1, -(-int(expected_rows) // CHUNK_ROWS)) + 1
         self._floats = [self._new_float_chunk() for _ in range(n_chunks)]
         self._flags = [self._new_flag_chunk() for _ in range(n_chunks)]
-        #: Row buffers the tick fills before calling :meth:`append_row`.
+        #: The row the tick fills before calling :meth:`append_row`: floats in
+        #: ``float_columns`` order, and the flags as one integer (bit ``i`` set = flag
+        #: column ``i`` true), unpacked into boolean columns off the tick.
         self.row = np.zeros(len(self.float_columns))
-        self.flags = np.zeros(len(self.flag_columns), dtype=bool)
+        self.flag_bits = 0
         self.rows = 0
         self._flushed_rows = -1
         self._flush_rows = int(flush_rows)
+        self._wake_at_row = self._flush_rows  # append_row wakes the flusher here (once)
         self._flush_wall_s = float(flush_wall_s)
+        self._flush_min_interval_s = min(float(flush_min_interval_s), self._flush_wall_s)
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._write_lock = threading.Lock()
         self._flush_error: BaseException | None = None
         self._closed = False
-        # pyarrow imports pandas the first time it converts a numpy array (tens of MB and
-        # a long hold of the GIL): do it now rather than in the first flush mid-trial.
-        pa.chunked_array([self._floats[0][0, :1]])
         self._write(final=False)
         self._thread = threading.Thread(target=self._flusher, name="trial-flusher", daemon=True)
         self._thread.start()
@@ -96,9 +104,9 @@ class TrialRecorder:
         """Index of a float column in :attr:`row`."""
         return self.float_columns.index(name)
 
-    def flag_index(self, name: str) -> int:
-        """Index of a flag column in :attr:`flags`."""
-        return self.flag_columns.index(name)
+    def flag_bit(self, name: str) -> int:
+        """The bit of flag column ``name`` in :attr:`flag_bits`."""
+        return 1 << self.flag_columns.index(name)
 
     # Chunks are column-major (one contiguous second of each signal) so that a flush
     # hands Arrow zero-copy column buffers instead of copying the whole trial.
@@ -107,22 +115,24 @@ class TrialRecorder:
     def _new_float_chunk(self) -> NDArray[np.float64]:
         return np.full((len(self.float_columns), CHUNK_ROWS), 0.0)
 
-    def _new_flag_chunk(self) -> NDArray[np.bool_]:
-        return np.full((len(self.flag_columns), CHUNK_ROWS), False)
+    def _new_flag_chunk(self) -> NDArray[np.uint64]:
+        return np.full(CHUNK_ROWS, 0, dtype=np.uint64)
 
     def append_row(self) -> None:
-        """Copy :attr:`row` and :attr:`flags` into the next row. Allocation-free on the tick.
+        """Copy :attr:`row` and :attr:`flag_bits` into the next row. Allocation-free on the tick.
 
-        The chunk after the current one is always allocated in advance (by the flusher
-        when the trial outgrows its expected length), so the tick never allocates.
+        Chunks for the expected length are allocated up front; beyond it, the flusher
+        allocates the next chunk at each write (twice per chunk at real-time pace), so
+        the tick allocates only when a headless trial outruns its expected length.
         """
         chunk, offset = divmod(self.rows, CHUNK_ROWS)
         if chunk >= len(self._floats):  # the flusher fell behind: allocate here, rarely
             self._grow()
         self._floats[chunk][:, offset] = self.row
-        self._flags[chunk][:, offset] = self.flags
+        self._flags[chunk][offset] = self.flag_bits
         self.rows += 1
-        if offset == CHUNK_ROWS - 1 or self.rows - max(self._flushed_rows, 0) >= self._flush_rows:
+        if self.rows >= self._wake_at_row:
+            self._wake_at_row = _NEVER
             self._wake.set()
 
     def recorded_row(self, index: int) -> NDArray[np.float64]:
@@ -136,28 +146,32 @@ class TrialRecorder:
         self._floats.append(self._new_float_chunk())
         self._flags.append(self._new_flag_chunk())
 
-    def _columns(self, chunks: list[NDArray[Any]], rows: int, column: int, kind: pa.DataType) -> pa.ChunkedArray:
+    # Arrow arrays are built from the chunks' buffers directly (zero-copy for floats):
+    # pa.array() on numpy input would import pandas (~30 MB, 0.2 s) in every process.
+    def _float_column(self, rows: int, column: int) -> pa.ChunkedArray:
+        pieces = [
+            pa.Array.from_buffers(pa.float64(), n, [None, pa.py_buffer(self._floats[chunk][column, :n])])
+            for chunk, n in _chunk_lengths(rows)
+        ]
+        return pa.chunked_array(pieces, type=pa.float64())
+
+    def _flag_column(self, rows: int, bit: int) -> pa.ChunkedArray:
         pieces = []
-        for start in range(0, rows, CHUNK_ROWS):
-            pieces.append(chunks[start // CHUNK_ROWS][column, : min(CHUNK_ROWS, rows - start)])
-        return pa.chunked_array(pieces, type=kind)
+        for chunk, n in _chunk_lengths(rows):
+            values = (self._flags[chunk][:n] >> np.uint64(bit)) & np.uint64(1)
+            packed = np.packbits(values.astype(bool), bitorder="little")
+            pieces.append(pa.Array.from_buffers(pa.bool_(), n, [None, pa.py_buffer(packed)]))
+        return pa.chunked_array(pieces, type=pa.bool_())
 
     def _table(self, rows: int) -> pa.Table:
-        arrays: dict[str, Any] = {
-            name: self._columns(self._floats, rows, i, pa.float64())
-            for i, name in enumerate(self.float_columns)
-        }
-        arrays.update(
-            {
-                name: self._columns(self._flags, rows, i, pa.bool_())
-                for i, name in enumerate(self.flag_columns)
-            }
-        )
-        table = pa.table(arrays)
+        columns = [self._float_column(rows, i) for i in range(len(self.float_columns))]
+        columns += [self._flag_column(rows, bit) for bit in range(len(self.flag_columns))]
         meta = dict(self.metadata)
         meta["rows"] = rows
-        return table.replace_schema_metadata(
-            {trial_log.METADATA_KEY: json.dumps(meta, default=_json_default).encode()}
+        return pa.Table.from_arrays(
+            columns,
+            names=[*self.float_columns, *self.flag_columns],
+            metadata={trial_log.METADATA_KEY: json.dumps(meta, default=_json_default).encode()},
         )
 
     def _write(self, final: bool) -> None:
@@ -170,13 +184,14 @@ class TrialRecorder:
             pq.write_table(table, tmp, use_dictionary=False, compression="zstd", row_group_size=ROW_GROUP_ROWS)
             os.replace(tmp, self.path)
             self._flushed_rows = rows
+            self._wake_at_row = rows + self._flush_rows
             # Arrow's allocator keeps the encoder's buffers for reuse; give them back so a
             # long trial does not grow the process by its file size.
             pa.default_memory_pool().release_unused()
 
     def _flusher(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait(self._flush_wall_s)
+        while not self._stop.is_set():  # a write every flush_wall_s at the latest
+            self._wake.wait(self._flush_wall_s - self._flush_min_interval_s)
             self._wake.clear()
             if self._stop.is_set():
                 break
@@ -188,6 +203,9 @@ class TrialRecorder:
                 self._flush_error = error
                 log.error("trial file %s could not be written: %s", self.path, error)
                 return
+            # Each write re-encodes the whole trial: a headless trial (a second of trial
+            # time every few ms) would otherwise rewrite its file a thousand times a run.
+            self._stop.wait(self._flush_min_interval_s)
 
     def update_metadata(self, **entries: Any) -> None:
         """Add or replace metadata entries; written with the next flush."""
@@ -227,6 +245,14 @@ class TrialRecorder:
             self.close()
         else:
             self.abort(f"error: {exc!r}")
+
+
+_NEVER = 1 << 62
+
+
+def _chunk_lengths(rows: int) -> list[tuple[int, int]]:
+    """(chunk index, rows in it) of the first ``rows`` rows."""
+    return [(start // CHUNK_ROWS, min(CHUNK_ROWS, rows - start)) for start in range(0, rows, CHUNK_ROWS)]
 
 
 def _json_default(value: Any) -> Any:

@@ -18,6 +18,8 @@ from multiprocessing import shared_memory
 import numpy as np
 from numpy.typing import NDArray
 
+from capture_trainer import trial_log
+
 #: Scalar and vector fields, in block order; ``links`` (n_joints + 2 points) comes last.
 FIELDS: tuple[tuple[str, int], ...] = (
     ("seq", 1),
@@ -41,7 +43,8 @@ FIELDS: tuple[tuple[str, int], ...] = (
     ("phase", 1),  # PHASES index
     ("reached_at_s", 1),  # NaN until the first reach
 )
-FLAG_BITS = ("engaged", "clutch", "saturated", "fault", "watchdog", "replan", "singular")
+#: The flag of each bit of the "flags" field: the trial log's flags, in their order.
+FLAG_BITS = trial_log.FLAGS
 PHASES = ("idle", "running", "done", "aborted")
 
 

@@ -28,10 +28,30 @@ from capture_trainer import trial_log
 from guidance.rendering import RenderedForce
 from guidance.state import GuidanceState
 from haptics.device import BUTTON_ENGAGE
-from trials.snapshot import FLAG_BITS
+from capture_trainer.errors import TrialError
+
+_BIT_ENGAGED, _BIT_CLUTCH, _BIT_SATURATED, _BIT_FAULT, _BIT_WATCHDOG, _BIT_REPLAN, _BIT_SINGULAR, _BIT_LIMITED = (
+    1 << trial_log.FLAGS.index(name)
+    for name in (
+        trial_log.FLAG_ENGAGED,
+        trial_log.FLAG_CLUTCH,
+        trial_log.FLAG_SATURATED,
+        trial_log.FLAG_FAULT,
+        trial_log.FLAG_WATCHDOG,
+        trial_log.FLAG_REPLAN,
+        trial_log.FLAG_SINGULAR,
+        trial_log.FLAG_LIMITED,
+    )
+)
 
 #: Stage names, in tick order, for the per-stage timing of ``capture-trainer bench servo``.
 STAGES = ("device", "slave", "plant", "target", "guidance", "render", "command", "record")
+
+
+class _NoSafety:
+    """The safety flags of a trial without a device (the automatic condition)."""
+
+    engaged = saturated = fault = watchdog = False
 
 
 @dataclass
@@ -149,8 +169,9 @@ class ServoTick:
             measurement.q_rad,
             measurement.qd_rad_s,
         )
-        flags = recorder.flag_columns
-        self._flag_index = {name: flags.index(name) for name in trial_log.FLAGS}
+        if tuple(recorder.flag_columns) != trial_log.FLAGS:
+            raise TrialError(f"the recorder's flag columns must be trial_log.FLAGS, got {recorder.flag_columns}")
+        self._no_safety = _NoSafety()
         # The guidance state shares the arrays the stages refill in place (the plant's
         # read-outs, the target, the stylus, the IK's map): nothing is copied per tick.
         gs = self.guidance_state
@@ -239,10 +260,8 @@ class ServoTick:
             self._actuated[:] = device.command_force(rendered.actuated_dev_n)
             if self._perceive is not None:
                 mapping = self.mapping
-                mapping.to_device_position(tp, self._percept_target)
-                mapping.to_device_velocity(tv, self._percept_target_v)
-                mapping.to_device_position(m.ee_position_m, self._percept_ee)
-                mapping.to_device_velocity(m.ee_velocity_m_s, self._percept_ee_v)
+                mapping.to_device_state(tp, tv, self._percept_target, self._percept_target_v)
+                mapping.to_device_state(m.ee_position_m, m.ee_velocity_m_s, self._percept_ee, self._percept_ee_v)
                 self._perceive(
                     t_next,
                     self._percept_target,
@@ -257,21 +276,17 @@ class ServoTick:
         self._sigma[0] = status.sigma_ratio
         recorder = self.recorder
         np.concatenate(self._row_parts, out=recorder.row)
-        flags = recorder.flags
-        index = self._flag_index
-        safety = self._safety
-        flags[index[trial_log.FLAG_SATURATED]] = rendered.saturated or (
-            safety is not None and safety.saturated
+        safety = self._safety or self._no_safety
+        recorder.flag_bits = (
+            (_BIT_ENGAGED if safety.engaged else 0)
+            | (_BIT_CLUTCH if self.mapping.clutched else 0)
+            | (_BIT_SATURATED if rendered.saturated or safety.saturated else 0)
+            | (_BIT_FAULT if rendered.fault or status.fault or safety.fault else 0)
+            | (_BIT_WATCHDOG if safety.watchdog else 0)
+            | (_BIT_REPLAN if getattr(self.law, "replanned", False) else 0)
+            | (_BIT_SINGULAR if status.singular else 0)
+            | (_BIT_LIMITED if status.limited else 0)
         )
-        flags[index[trial_log.FLAG_FAULT]] = (
-            rendered.fault or status.fault or (safety is not None and safety.fault)
-        )
-        flags[index[trial_log.FLAG_ENGAGED]] = safety is not None and safety.engaged
-        flags[index[trial_log.FLAG_WATCHDOG]] = safety is not None and safety.watchdog
-        flags[index[trial_log.FLAG_CLUTCH]] = self.mapping.clutched
-        flags[index[trial_log.FLAG_REPLAN]] = getattr(self.law, "replanned", False)
-        flags[index[trial_log.FLAG_SINGULAR]] = status.singular
-        flags[index[trial_log.FLAG_LIMITED]] = status.limited
         recorder.append_row()
         self.k += 1
         if profile is not None:
@@ -330,12 +345,7 @@ class ServoTick:
         values[field["distance_m"]] = (
             math.hypot(ee[0] - tp[0], ee[1] - tp[1], ee[2] - tp[2]) - self.radius_m
         )
-        flags = self.recorder.flags
-        bits = 0
-        for bit, name in enumerate(FLAG_BITS):
-            if flags[self._flag_index[name]]:
-                bits |= 1 << bit
-        values[field["flags"]] = bits
+        values[field["flags"]] = self.recorder.flag_bits  # FLAG_BITS is trial_log.FLAGS
         values[field["phase"]] = 1
         values[field["reached_at_s"]] = self.reached_at_s
         values[field["links"]] = self.arm.link_positions_m().ravel()

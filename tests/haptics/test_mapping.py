@@ -34,6 +34,9 @@ def test_round_trips_and_power(q, s, k_f, offset, p_dev, v_dev, f_task) -> None:
     assert np.allclose(back, p_dev, atol=1e-9)
     m.to_device_velocity(v_task, back)
     assert np.allclose(back, v_dev, atol=1e-9)
+    both_p, both_v = np.zeros(3), np.zeros(3)
+    m.to_device_state(p_task, v_task, both_p, both_v)
+    assert np.allclose(both_p, p_dev, atol=1e-9) and np.allclose(both_v, v_dev, atol=1e-9)
     f_dev = np.zeros(3)
     m.to_device_force(f_task, f_dev)
     # Power at the stylus = (force_scale / scale) x power at the end effector.

@@ -19,7 +19,7 @@ def test_rows_and_metadata_round_trip(tmp_path: Path) -> None:
     for k in range(2500):  # more than expected: the recorder grows
         recorder.row[0] = k * 1e-3
         recorder.row[1] = np.sin(k)
-        recorder.flags[0] = k % 7 == 0
+        recorder.flag_bits = recorder.flag_bit("fault") if k % 7 == 0 else 0
         recorder.append_row()
     recorder.close(end_reason="time_limit")
     table, meta = read_trial(path)
@@ -29,6 +29,22 @@ def test_rows_and_metadata_round_trip(tmp_path: Path) -> None:
     assert table["fault"].to_numpy().sum() == len(range(0, 2500, 7))
     assert meta["complete"] is True and meta["seed"] == 3 and meta["end_reason"] == "time_limit"
     assert meta["rows"] == 2500
+
+
+def test_flag_bits_unpack_into_their_columns_across_chunks(tmp_path: Path) -> None:
+    path = tmp_path / "flags.parquet"
+    recorder = TrialRecorder(path, ("t_s",), ("a", "b", "c"), {}, expected_rows=100)
+    k = np.arange(2345)
+    expected = {"a": k % 3 == 0, "b": k % 5 == 0, "c": k % 2 == 1}
+    for i in k:
+        recorder.row[0] = i
+        recorder.flag_bits = sum(recorder.flag_bit(name) for name, column in expected.items() if column[i])
+        recorder.append_row()
+    recorder.close()
+    table, _ = read_trial(path)
+    for name, column in expected.items():
+        assert table.schema.field(name).type == "bool"
+        np.testing.assert_array_equal(table[name].to_numpy(), column)
 
 
 def test_file_is_readable_and_incomplete_before_close(tmp_path: Path) -> None:
