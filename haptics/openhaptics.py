@@ -61,7 +61,7 @@ from haptics._hd_api import (
 )
 from haptics.device import BUTTON_ENGAGE, DeviceSpec, DeviceState, Tick
 from haptics.safety import SafetyConfig, SafetyLayer
-from haptics.timing import ServoTiming
+from haptics.timing import ServoTiming, frozen_heap
 
 logger = logging.getLogger(__name__)
 
@@ -503,9 +503,10 @@ class OpenHapticsDevice:
         self.safety.set_engaged(engaged)
         self._prev_buttons = 0
         self._done.clear()
-        self._mode = _RUNNING  # the HD thread picks it up at its next tick
         try:
-            self._wait_for_run()
+            with frozen_heap():
+                self._mode = _RUNNING  # the HD thread picks it up at its next tick
+                self._wait_for_run()
         except BaseException:
             self._stop_requested = True
             self._done.wait(1.0)

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from haptics.device import Tick
-from haptics.timing import ServoTiming
+from haptics.timing import ServoTiming, frozen_heap
 
 
 @dataclass
@@ -60,6 +60,10 @@ class PacedClock:
 
     def run(self, tick: Tick, max_ticks: int) -> None:
         """Call ``tick`` at 1/period_s Hz until it returns False or after ``max_ticks``."""
+        with frozen_heap():
+            self._run(tick, max_ticks)
+
+    def _run(self, tick: Tick, max_ticks: int) -> None:
         now = time.perf_counter
         mark = self.timing.mark
         deadline = now()

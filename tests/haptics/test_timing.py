@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import math
 
 import numpy as np
 import pytest
 
-from haptics.timing import ServoTiming
+from haptics.timing import ServoTiming, frozen_heap
 
 
 def marked(times_s: list[float], **kwargs: object) -> ServoTiming:
@@ -71,3 +72,23 @@ def test_rejects_bad_arguments() -> None:
         ServoTiming(expected_period_s=0.0)
     with pytest.raises(ValueError):
         ServoTiming(capacity=0)
+
+
+def test_frozen_heap_freezes_once_and_unfreezes_for_collection() -> None:
+    class Cycle:
+        def __init__(self) -> None:
+            self.me = self
+
+    gc.collect()
+    assert gc.get_freeze_count() == 0
+    with frozen_heap():
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        with frozen_heap():  # nested: no second freeze
+            garbage = Cycle()
+            del garbage
+            assert gc.get_freeze_count() == frozen
+        assert gc.get_freeze_count() == frozen
+    assert gc.get_freeze_count() == 0
+    gc.collect()
+    assert not any(type(o) is Cycle for o in gc.get_objects())
