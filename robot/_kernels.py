@@ -5,6 +5,11 @@ and on small fixed-size matrices; the hot entry point :func:`controller_step` do
 servo tick of the slave controller (dynamics terms, eq. 10, eq. 6 with damping, limits
 and base feedback, integration) in a single call, because on 3x3 matrices the cost of
 numpy calls from Python (tens of microseconds each) would dominate a 1 kHz tick.
+Nor does the tick allocate: the kernels take their scratch arrays from a work arena
+(one float64 array of :func:`arena_size` floats, preallocated by the caller of
+:func:`controller_step` and :func:`plant_readout`) as a stack, each kernel working at
+``arena[top:]`` and handing the rest on to the kernels it calls (see :func:`_empty`);
+the other public kernels allocate one arena per call.
 
 Conventions:
     * base frame: origin at the base centre of mass; task frame: inertial frame.
@@ -44,7 +49,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.core import cgutils
+from numba.core.imputils import impl_ret_untracked
+from numba.extending import intrinsic
+from numba.np.arrayobj import make_array, populate_array
 
 _FD_STEP_RAD = 1e-5
 # Smallest task scale of the reactionless saturation (solve_ik): below zero the task's
@@ -65,6 +74,96 @@ N_STATUS = 15
 SOLVER_LSE = 0.0  # eq. 6; at a reaction singularity the reaction gives way (task kept)
 SOLVER_PINV = 1.0
 SOLVER_LSE_REACTION_FIRST = 2.0  # eq. 6; at a reaction singularity the task gives way
+
+
+@njit(cache=True, error_model="numpy")
+def arena_size(n):
+    """Floats of work arena the kernels need for an arm of ``n`` joints.
+
+    The deepest chain (controller_step -> sigma_ascent -> _lse_solve -> _reaction_first)
+    takes fewer than ``2 n^2 + 60 n + 100`` floats for up to 3 task and 3 reaction rows;
+    this leaves a margin.
+    """
+    return 4 * n * n + 64 * n + 256
+
+
+@intrinsic
+def _view(typingctx, arena, start, shape):
+    """``arena[start:start + prod(shape)]`` as a C-contiguous array of ``shape`` (no checks).
+
+    ``arena[a:b].reshape(shape)`` would do, but numba's reshape computes the strides in
+    an opaque C helper, so every index into the result costs a multiplication by a
+    run-time stride and no loop over a small fixed shape gets unrolled; here the
+    strides are products of the (often constant) extents. The view is *untracked*: it
+    holds no reference to the arena (no atomic reference counting on every use), so it
+    is valid only while the arena is alive. Hence views are taken only from an arena
+    received as an argument (alive for the whole call), never from one allocated in the
+    same function (numba frees that after its last use), and never returned.
+    """
+    if not (isinstance(arena, types.Array) and arena.ndim == 1 and arena.layout == "C"
+            and arena.dtype == types.float64 and isinstance(start, types.Integer)
+            and isinstance(shape, types.BaseTuple) and all(isinstance(extent, types.Integer) for extent in shape)):
+        return None
+    view_type = arena.copy(ndim=len(shape), layout="C")
+
+    def codegen(context, builder, sig, args):
+        arena_type, start_type, shape_type = sig.args
+        ary = make_array(arena_type)(context, builder, args[0])
+        offset = context.cast(builder, args[1], start_type, types.intp)
+        dims = [context.cast(builder, extent, extent_type, types.intp)
+                for extent, extent_type in zip(cgutils.unpack_tuple(builder, args[2]), shape_type)]
+        strides = []
+        stride = ary.itemsize
+        for extent in reversed(dims):
+            strides.insert(0, stride)
+            stride = builder.mul(stride, extent)
+        view = make_array(sig.return_type)(context, builder)
+        populate_array(view, data=builder.gep(ary.data, [offset]), shape=dims, strides=strides,
+                       itemsize=ary.itemsize, meminfo=None, parent=None)
+        return impl_ret_untracked(context, builder, sig.return_type, view._getvalue())
+
+    return view_type(arena, start, shape), codegen
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _empty(arena, top, shape):
+    """``np.empty(shape)`` without the heap: a view of the work arena at ``arena[top:]``.
+
+    Returns the view (untracked, see :func:`_view`) and the new top. A kernel takes its
+    scratch arrays one after the other this way and passes the final top on to the
+    kernels it calls, so their scratch lies above its own and is reused once they
+    return (``top`` is a value: the caller's does not move). What a kernel hands back
+    must therefore live in arrays its caller owns, never in its own part of the arena.
+    """
+    size = 1
+    for extent in shape:
+        size *= extent
+    end = top + size
+    if end > arena.shape[0]:
+        raise ValueError("robot._kernels: work arena too small (allocate arena_size(n) floats)")
+    return _view(arena, top, shape), end
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _full(arena, top, shape, value):
+    """``np.full(shape, value)`` taken from the work arena (see :func:`_empty`)."""
+    out, end = _empty(arena, top, shape)
+    flat = _view(arena, top, (end - top,))
+    for i in range(end - top):
+        flat[i] = value
+    return out, end
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _zeros(arena, top, shape):
+    """``np.zeros(shape)`` taken from the work arena (see :func:`_empty`)."""
+    return _full(arena, top, shape, 0.0)
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _ones(arena, top, shape):
+    """``np.ones(shape)`` taken from the work arena (see :func:`_empty`)."""
+    return _full(arena, top, shape, 1.0)
 
 
 @njit(cache=True, error_model="numpy")
@@ -104,11 +203,20 @@ def forward_kinematics(q, joint_xyz, joint_rot, joint_axis, ee_offset, origins, 
         origins: out (n, 3) joint origins [m]; axes: out (n, 3) unit axes;
         rots: out (n, 3, 3) link rotations (base <- link); ee: out (3,) end effector [m].
     """
+    arena = np.empty(arena_size(q.shape[0]))
+    _forward_kinematics_in(arena, 0, q, joint_xyz, joint_rot, joint_axis, ee_offset, origins, axes, rots, ee)
+
+
+@njit(cache=True, error_model="numpy")
+def _forward_kinematics_in(arena, top, q, joint_xyz, joint_rot, joint_axis, ee_offset, origins, axes, rots, ee):
+    """:func:`forward_kinematics` with its scratch from ``arena[top:]``."""
     n = q.shape[0]
-    rot = np.eye(3)
-    pos = np.zeros(3)
-    tmp = np.empty((3, 3))
-    jr = np.empty((3, 3))
+    rot, top = _zeros(arena, top, (3, 3))
+    for r in range(3):
+        rot[r, r] = 1.0
+    pos, top = _zeros(arena, top, (3,))
+    tmp, top = _empty(arena, top, (3, 3))
+    jr, top = _empty(arena, top, (3, 3))
     for i in range(n):
         for r in range(3):
             pos_r = pos[r]
@@ -145,18 +253,6 @@ def forward_kinematics(q, joint_xyz, joint_rot, joint_axis, ee_offset, origins, 
 
 
 @njit(cache=True, error_model="numpy")
-def _frames(q, joint_xyz, joint_rot, joint_axis, ee_offset):
-    """Freshly allocated (origins, axes, rots, ee) of :func:`forward_kinematics`."""
-    n = q.shape[0]
-    origins = np.empty((n, 3))
-    axes = np.empty((n, 3))
-    rots = np.empty((n, 3, 3))
-    ee = np.empty(3)
-    forward_kinematics(q, joint_xyz, joint_rot, joint_axis, ee_offset, origins, axes, rots, ee)
-    return origins, axes, rots, ee
-
-
-@njit(cache=True, error_model="numpy")
 def floating_base_maps(q, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia, ee_offset,
                        base_mass, base_inertia, jg, om, re):
     """Generalized Jacobian and base angular-velocity map under zero momentum, base frame.
@@ -168,19 +264,28 @@ def floating_base_maps(q, joint_xyz, joint_rot, joint_axis, link_mass, link_com,
         om: out (3, n) base angular velocity per joint rate (base frame).
         re: out (3,) end-effector position relative to the base centre of mass [m].
     """
+    arena = np.empty(arena_size(q.shape[0]))
+    _floating_base_maps_in(arena, 0, q, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
+                           ee_offset, base_mass, base_inertia, jg, om, re)
+
+
+@njit(cache=True, error_model="numpy")
+def _floating_base_maps_in(arena, top, q, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
+                           ee_offset, base_mass, base_inertia, jg, om, re):
+    """:func:`floating_base_maps` with its scratch from ``arena[top:]``."""
     n = q.shape[0]
-    origins = np.empty((n, 3))
-    axes = np.empty((n, 3))
-    rots = np.empty((n, 3, 3))
-    forward_kinematics(q, joint_xyz, joint_rot, joint_axis, ee_offset, origins, axes, rots, re)
-    kbar = np.zeros((3, 3))
-    sbar = np.zeros(3)
+    origins, top = _empty(arena, top, (n, 3))
+    axes, top = _empty(arena, top, (n, 3))
+    rots, top = _empty(arena, top, (n, 3, 3))
+    _forward_kinematics_in(arena, top, q, joint_xyz, joint_rot, joint_axis, ee_offset, origins, axes, rots, re)
+    kbar, top = _zeros(arena, top, (3, 3))
+    sbar, top = _zeros(arena, top, (3,))
     mbar = 0.0
-    jt = np.empty((3, n))
-    hq = np.empty((3, n))
-    rc = np.empty(3)
-    tmp = np.empty(3)
-    tmp2 = np.empty(3)
+    jt, top = _empty(arena, top, (3, n))
+    hq, top = _empty(arena, top, (3, n))
+    rc, top = _empty(arena, top, (3,))
+    tmp, top = _empty(arena, top, (3,))
+    tmp2, top = _empty(arena, top, (3,))
     for j in range(n - 1, -1, -1):
         # add link j to the suffix sums
         for r in range(3):
@@ -214,15 +319,15 @@ def floating_base_maps(q, joint_xyz, joint_rot, joint_axis, link_mass, link_com,
     mtot = base_mass + mbar
     c0, c1, c2 = sbar[0], sbar[1], sbar[2]
     cc = c0 * c0 + c1 * c1 + c2 * c2
-    a = np.empty((3, 3))
+    a, top = _empty(arena, top, (3, 3))
     for r in range(3):
         for c in range(3):
             a[r, c] = base_inertia[r, c] + kbar[r, c] + sbar[r] * sbar[c] / mtot
         a[r, r] -= cc / mtot
-    ainv = np.empty((3, 3))
+    ainv, top = _empty(arena, top, (3, 3))
     _inverse3(a, ainv)
-    b = np.empty(3)
-    col = np.empty(3)
+    b, top = _empty(arena, top, (3,))
+    col, top = _empty(arena, top, (3,))
     for j in range(n):
         for r in range(3):
             col[r] = jt[r, j]
@@ -315,11 +420,11 @@ def _sym_eig_extremes(s, k):
 
 
 @njit(cache=True, error_model="numpy")
-def _maps_times_rates(q, qd, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia, ee_offset,
-                      base_mass, base_inertia, jg, om, re, vee, w):
-    """floating_base_maps at q, plus vee = Jg qd and w = Om qd (base frame)."""
-    floating_base_maps(q, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia, ee_offset,
-                       base_mass, base_inertia, jg, om, re)
+def _maps_times_rates(arena, top, q, qd, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
+                      ee_offset, base_mass, base_inertia, jg, om, re, vee, w):
+    """floating_base_maps at q, plus vee = Jg qd and w = Om qd (base frame); scratch from ``arena[top:]``."""
+    _floating_base_maps_in(arena, top, q, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
+                           ee_offset, base_mass, base_inertia, jg, om, re)
     for r in range(3):
         acc_v = 0.0
         acc_w = 0.0
@@ -343,35 +448,44 @@ def dynamics_terms(q, qd, rot0, joint_xyz, joint_rot, joint_axis, link_mass, lin
         re_b: out (3,) EE position relative to the base CoM, base frame [m].
         vee_b: out (3,) EE velocity Jg qd, base-frame components [m/s].
     """
+    arena = np.empty(arena_size(q.shape[0]))
+    _dynamics_terms_in(arena, 0, q, qd, rot0, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
+                       ee_offset, base_mass, base_inertia, jac, jdqd, mmat, nvec, re_b, vee_b)
+
+
+@njit(cache=True, error_model="numpy")
+def _dynamics_terms_in(arena, top, q, qd, rot0, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
+                       ee_offset, base_mass, base_inertia, jac, jdqd, mmat, nvec, re_b, vee_b):
+    """:func:`dynamics_terms` with its scratch from ``arena[top:]``."""
     n = q.shape[0]
-    jg = np.empty((3, n))
-    om = np.empty((3, n))
-    w_b = np.zeros(3)
-    _maps_times_rates(q, qd, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia, ee_offset,
-                      base_mass, base_inertia, jg, om, re_b, vee_b, w_b)
+    jg, top = _empty(arena, top, (3, n))
+    om, top = _empty(arena, top, (3, n))
+    w_b, top = _zeros(arena, top, (3,))
+    _maps_times_rates(arena, top, q, qd, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
+                      ee_offset, base_mass, base_inertia, jg, om, re_b, vee_b, w_b)
     qnorm = 0.0
     for j in range(n):
         qnorm += qd[j] * qd[j]
     qnorm = math.sqrt(qnorm)
-    dj = np.zeros(3)
-    dw = np.zeros(3)
+    dj, top = _zeros(arena, top, (3,))
+    dw, top = _zeros(arena, top, (3,))
     if qnorm > 0.0:
         h = _FD_STEP_RAD / qnorm
-        qp = np.empty(n)
-        jg2 = np.empty((3, n))
-        om2 = np.empty((3, n))
-        re2 = np.empty(3)
-        v2 = np.empty(3)
-        w2 = np.empty(3)
+        qp, top_fd = _empty(arena, top, (n,))
+        jg2, top_fd = _empty(arena, top_fd, (3, n))
+        om2, top_fd = _empty(arena, top_fd, (3, n))
+        re2, top_fd = _empty(arena, top_fd, (3,))
+        v2, top_fd = _empty(arena, top_fd, (3,))
+        w2, top_fd = _empty(arena, top_fd, (3,))
         for sign in (1.0, -1.0):
             for j in range(n):
                 qp[j] = q[j] + sign * h * qd[j]
-            _maps_times_rates(qp, qd, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
-                              ee_offset, base_mass, base_inertia, jg2, om2, re2, v2, w2)
+            _maps_times_rates(arena, top_fd, qp, qd, joint_xyz, joint_rot, joint_axis, link_mass, link_com,
+                              link_inertia, ee_offset, base_mass, base_inertia, jg2, om2, re2, v2, w2)
             for r in range(3):
                 dj[r] += sign * v2[r] / (2.0 * h)
                 dw[r] += sign * w2[r] / (2.0 * h)
-    tmp = np.empty(3)
+    tmp, top = _empty(arena, top, (3,))
     _cross(w_b, vee_b, tmp)
     for r in range(3):
         tmp[r] += dj[r]
@@ -380,13 +494,13 @@ def dynamics_terms(q, qd, rot0, joint_xyz, joint_rot, joint_axis, link_mass, lin
         for j in range(n):
             jac[r, j] = rot0[r, 0] * jg[0, j] + rot0[r, 1] * jg[1, j] + rot0[r, 2] * jg[2, j]
     # M = R0 I0 Om ; n = R0 (I0 dw + w x I0 w)
-    i0w = np.empty(3)
+    i0w, top = _empty(arena, top, (3,))
     for r in range(3):
         i0w[r] = base_inertia[r, 0] * w_b[0] + base_inertia[r, 1] * w_b[1] + base_inertia[r, 2] * w_b[2]
     _cross(w_b, i0w, tmp)
     for r in range(3):
         tmp[r] += base_inertia[r, 0] * dw[0] + base_inertia[r, 1] * dw[1] + base_inertia[r, 2] * dw[2]
-    r0i0 = np.empty((3, 3))
+    r0i0, top = _empty(arena, top, (3, 3))
     for r in range(3):
         for c in range(3):
             r0i0[r, c] = rot0[r, 0] * base_inertia[0, c] + rot0[r, 1] * base_inertia[1, c] + rot0[r, 2] * base_inertia[2, c]
@@ -455,15 +569,18 @@ def _damping_squared(sigma, threshold, damping_max):
 
 
 @njit(cache=True, error_model="numpy")
-def _damped_pinv(jf, j_sigma, j_damp, jp):
+def _damped_pinv(arena, top, jf, j_sigma, j_damp, jp):
     """Damped pseudoinverse ``jp = Jᵀ (J Jᵀ + λ² I)⁻¹`` (n x m) of an m x n ``jf`` (m <= 3).
 
     ``λ`` is zero while ``σ_min(J) >= j_sigma`` [m/rad] (then ``jp`` is the exact
     pseudoinverse) and rises smoothly to ``j_damp`` at ``σ_min = 0``. Returns ``λ²``.
+    Scratch from ``arena[top:]``.
     """
-    e_lo, e_hi = _sym_eig_extremes(jjt_of(jf), jf.shape[0])
+    jjt, top = _zeros(arena, top, (3, 3))
+    _gram(jf, jjt)
+    e_lo, e_hi = _sym_eig_extremes(jjt, jf.shape[0])
     lam2 = _damping_squared(math.sqrt(max(e_lo, 0.0)), j_sigma, j_damp)
-    _regularised_pinv(jf, lam2, jp)
+    _regularised_pinv(arena, top, jf, lam2, jp)
     return lam2
 
 
@@ -480,13 +597,14 @@ def _null_projector(pinv, mat, out):
 
 
 @njit(cache=True, error_model="numpy")
-def _regularised_pinv(mat, lam2, out):
-    """``out = matᵀ (mat matᵀ + lam2 I)⁻¹`` (n x k) of a k x n ``mat`` (k <= 3)."""
+def _regularised_pinv(arena, top, mat, lam2, out):
+    """``out = matᵀ (mat matᵀ + lam2 I)⁻¹`` (n x k) of a k x n ``mat`` (k <= 3); scratch from ``arena[top:]``."""
     k = mat.shape[0]
-    g = jjt_of(mat)
+    g, top = _zeros(arena, top, (3, 3))
+    _gram(mat, g)
     for a in range(k):
         g[a, a] += lam2
-    gi = np.zeros((3, 3))
+    gi, top = _zeros(arena, top, (3, 3))
     _spd_inverse(g, k, gi)
     for j in range(mat.shape[1]):
         for a in range(k):
@@ -498,14 +616,15 @@ def _regularised_pinv(mat, lam2, out):
 
 @njit(cache=True, error_model="numpy")
 def jjt_of(jf):
-    """J Jᵀ (3 x 3 work matrix, leading m x m block used) of an m x n ``jf``."""
+    """J Jᵀ (3 x 3 work matrix, leading m x m block used) of an m x n ``jf``; a new array
+    (the kernels form it in their work arena instead)."""
     out = np.zeros((3, 3))
     _gram(jf, out)
     return out
 
 
 @njit(cache=True, error_model="numpy")
-def _reaction_first(jf, mf, rhs, nvec, z, free, m_norm, lam2, qdd, diag):
+def _reaction_first(arena, top, jf, mf, rhs, nvec, z, free, m_norm, lam2, qdd, diag):
     """Eq. 1 and 2 with the reaction first: the solution near a reaction singularity.
 
     ``qdd = M⁺ y + (J Q)⁺_λ (rhs − J M⁺ y) + (Q − (J Q)⁺ J Q) z`` with ``y = −nvec``
@@ -513,39 +632,40 @@ def _reaction_first(jf, mf, rhs, nvec, z, free, m_norm, lam2, qdd, diag):
     this is the same minimum-norm solution as eq. 6; as ``[J; M]`` loses rank the
     damping ``λ`` (``lam2 = λ²``) acts on the task, so the base keeps feeling nothing and
     the end effector lags in the singular direction (the residual is reported).
+    Scratch from ``arena[top:]``.
     """
     n = qdd.shape[0]
     m = jf.shape[0]
     r = mf.shape[0]
-    mp = np.zeros((n, r))  # M+ = M^T (M M^T)^-1
-    _regularised_pinv(mf, (1e-12 * m_norm) ** 2, mp)
-    qm = np.empty((n, n))  # Q = I - M+ M
+    mp, top = _zeros(arena, top, (n, r))  # M+ = M^T (M M^T)^-1
+    _regularised_pinv(arena, top, mf, (1e-12 * m_norm) ** 2, mp)
+    qm, top = _empty(arena, top, (n, n))  # Q = I - M+ M
     _null_projector(mp, mf, qm)
-    q1 = np.zeros(n)
+    q1, top = _zeros(arena, top, (n,))
     for j in range(n):
         acc = 0.0
         for a in range(r):
             acc -= mp[j, a] * nvec[a]
         q1[j] = acc
-    jq = np.zeros((m, n))
+    jq, top = _zeros(arena, top, (m, n))
     for a in range(m):
         for j in range(n):
             acc = 0.0
             for k in range(n):
                 acc += jf[a, k] * qm[k, j]
             jq[a, j] = acc
-    jqp = np.zeros((n, m))  # (J Q)+ damped
-    _regularised_pinv(jq, lam2, jqp)
-    e = np.zeros(3)
+    jqp, top = _zeros(arena, top, (n, m))  # (J Q)+ damped
+    _regularised_pinv(arena, top, jq, lam2, jqp)
+    e, top = _zeros(arena, top, (3,))
     for a in range(m):
         acc = rhs[a]
         for j in range(n):
             acc -= jf[a, j] * q1[j]
         e[a] = acc
-    zf = np.empty(n)
+    zf, top = _empty(arena, top, (n,))
     for j in range(n):
         zf[j] = z[j] * free[j]
-    jqz = np.zeros(3)
+    jqz, top = _zeros(arena, top, (3,))
     for a in range(m):
         acc = 0.0
         for j in range(n):
@@ -562,24 +682,24 @@ def _reaction_first(jf, mf, rhs, nvec, z, free, m_norm, lam2, qdd, diag):
 
 
 @njit(cache=True, error_model="numpy")
-def _lse_solve(jac, rhs, mmat, nvec, task_rows, reaction_rows, free, z, solver, sigma_threshold, damp_max,
-               j_sigma, j_damp, qdd, diag):
+def _lse_solve(arena, top, jac, rhs, mmat, nvec, task_rows, reaction_rows, free, z, solver, sigma_threshold,
+               damp_max, j_sigma, j_damp, qdd, diag):
     """One damped eq. 6 solve over the free joints; writes qdd (zero on fixed joints).
 
     ``rhs`` = x_dd - J̇q̇ - J qdd_fixed (task rows), ``nvec`` = n + M qdd_fixed - T_des
     (reaction rows). ``z`` is a secondary joint acceleration projected into the null
     space of J (and, for LSE, then corrected for reaction). ``diag`` out: sigma_ratio,
-    ||M||, J damping used, M-projection damping used.
+    ||M||, J damping used, M-projection damping used. Scratch from ``arena[top:]``.
     """
     n = qdd.shape[0]
     m = task_rows.shape[0]
     r = reaction_rows.shape[0]
-    jf = np.zeros((m, n))
+    jf, top = _zeros(arena, top, (m, n))
     _select_rows(jac, task_rows, free, jf)
-    jp = np.zeros((n, m))
-    lam2 = _damped_pinv(jf, j_sigma, j_damp, jp)
+    jp, top = _zeros(arena, top, (n, m))
+    lam2 = _damped_pinv(arena, top, jf, j_sigma, j_damp, jp)
     # P = I - J+ J
-    pm = np.empty((n, n))
+    pm, top = _empty(arena, top, (n, n))
     _null_projector(jp, jf, pm)
     for i in range(n):
         acc = 0.0
@@ -590,21 +710,22 @@ def _lse_solve(jac, rhs, mmat, nvec, task_rows, reaction_rows, free, z, solver, 
         qdd[i] = acc
     diag[2] = math.sqrt(lam2)
     # ||M|| (all joints) and sigma of A = M P (free joints)
-    mf = np.zeros((r, n))
-    _select_rows(mmat, reaction_rows, np.ones(n), mf)
-    mmt = np.zeros((3, 3))
+    mf, top = _zeros(arena, top, (r, n))
+    ones, top = _ones(arena, top, (n,))
+    _select_rows(mmat, reaction_rows, ones, mf)
+    mmt, top = _zeros(arena, top, (3, 3))
     _gram(mf, mmt)
     _select_rows(mmat, reaction_rows, free, mf)
     e_lo, e_hi = _sym_eig_extremes(mmt, r)
     m_norm = math.sqrt(max(e_hi, 0.0))
-    am = np.zeros((3, n))
+    am, top = _zeros(arena, top, (3, n))
     for a in range(r):
         for j in range(n):
             acc = 0.0
             for k in range(n):
                 acc += mf[a, k] * pm[k, j]
             am[a, j] = acc
-    aat = np.zeros((3, 3))
+    aat, top = _zeros(arena, top, (3, 3))
     _gram(am[:r], aat)
     e_lo, e_hi = _sym_eig_extremes(aat, r)
     sigma = math.sqrt(max(e_lo, 0.0))
@@ -615,8 +736,10 @@ def _lse_solve(jac, rhs, mmat, nvec, task_rows, reaction_rows, free, z, solver, 
     if solver == SOLVER_PINV or m_norm <= 0.0:
         return
     if solver == SOLVER_LSE_REACTION_FIRST and sigma_ratio < sigma_threshold:
-        _reaction_first(jf, mf, rhs, nvec, z, free, m_norm, lam2 + _damping_squared(
-            sigma_ratio, sigma_threshold, damp_max * math.sqrt(max(_sym_eig_extremes(jjt_of(jf), m)[1], 0.0))),
+        jjt, top = _zeros(arena, top, (3, 3))
+        _gram(jf, jjt)
+        _reaction_first(arena, top, jf, mf, rhs, nvec, z, free, m_norm, lam2 + _damping_squared(
+            sigma_ratio, sigma_threshold, damp_max * math.sqrt(max(_sym_eig_extremes(jjt, m)[1], 0.0))),
             qdd, diag)
         return
     lam2 = _damping_squared(sigma_ratio, sigma_threshold, damp_max * m_norm)
@@ -632,16 +755,16 @@ def _lse_solve(jac, rhs, mmat, nvec, task_rows, reaction_rows, free, z, solver, 
     for a in range(r):
         aat[a, a] += lam2
     diag[3] = math.sqrt(lam2)
-    h = np.zeros((3, 3))
+    h, top = _zeros(arena, top, (3, 3))
     _spd_inverse(aat, r, h)
     # y = M qdd0 + n ;  qdd -= A^T H y
-    y = np.zeros(3)
+    y, top = _zeros(arena, top, (3,))
     for a in range(r):
         acc = nvec[a]
         for j in range(n):
             acc += mf[a, j] * qdd[j]
         y[a] = acc
-    hy = np.zeros(3)
+    hy, top = _zeros(arena, top, (3,))
     for a in range(r):
         hy[a] = h[a, 0] * y[0] + h[a, 1] * y[1] + h[a, 2] * y[2]
     for j in range(n):
@@ -652,8 +775,8 @@ def _lse_solve(jac, rhs, mmat, nvec, task_rows, reaction_rows, free, z, solver, 
 
 
 @njit(cache=True, error_model="numpy")
-def _solve_parts(jac, jdqd, xdd, mmat, nvec, t_des, task_rows, reaction_rows, free, fixed, z, solver,
-                 sigma_threshold, damp_max, j_sigma, j_damp, c, d, diag):
+def _solve_parts(arena, top, jac, jdqd, xdd, mmat, nvec, t_des, task_rows, reaction_rows, free, fixed, z,
+                 solver, sigma_threshold, damp_max, j_sigma, j_damp, c, d, diag):
     """Eq. 6 over the free joints, split into its two parts (``c + d`` is the solution).
 
     ``c`` holds the fixed joints at their values and cancels what does not scale: the
@@ -661,14 +784,15 @@ def _solve_parts(jac, jdqd, xdd, mmat, nvec, t_des, task_rows, reaction_rows, fr
     reaction. ``d`` is the part that scales with the task: ``x_dd − J̇q̇`` and the
     secondary ``z`` (with its reaction correction). The damping of both solves depends
     only on the free set, so eq. 6 is linear in what is split and ``c + s d`` meets the
-    reaction rows for every ``s`` while the task rows get ``s (x_dd − J̇q̇)``.
+    reaction rows for every ``s`` while the task rows get ``s (x_dd − J̇q̇)``. Scratch
+    from ``arena[top:]``.
     """
     n = c.shape[0]
     m = task_rows.shape[0]
     r = reaction_rows.shape[0]
-    rhs = np.empty(m)
-    nv = np.empty(r)
-    zero_z = np.zeros(n)
+    rhs, top = _empty(arena, top, (m,))
+    nv, top = _empty(arena, top, (r,))
+    zero_z, top = _zeros(arena, top, (n,))
     for a in range(m):
         acc = 0.0
         for j in range(n):
@@ -679,16 +803,16 @@ def _solve_parts(jac, jdqd, xdd, mmat, nvec, t_des, task_rows, reaction_rows, fr
         for j in range(n):
             acc += mmat[reaction_rows[a], j] * fixed[j]
         nv[a] = acc
-    _lse_solve(jac, rhs, mmat, nv, task_rows, reaction_rows, free, zero_z, solver, sigma_threshold, damp_max,
-               j_sigma, j_damp, c, diag)
+    _lse_solve(arena, top, jac, rhs, mmat, nv, task_rows, reaction_rows, free, zero_z, solver, sigma_threshold,
+               damp_max, j_sigma, j_damp, c, diag)
     for j in range(n):
         c[j] = c[j] * free[j] + fixed[j]
     for a in range(m):
         rhs[a] = xdd[task_rows[a]] - jdqd[task_rows[a]]
     for a in range(r):
         nv[a] = 0.0
-    _lse_solve(jac, rhs, mmat, nv, task_rows, reaction_rows, free, z, solver, sigma_threshold, damp_max,
-               j_sigma, j_damp, d, diag)
+    _lse_solve(arena, top, jac, rhs, mmat, nv, task_rows, reaction_rows, free, z, solver, sigma_threshold,
+               damp_max, j_sigma, j_damp, d, diag)
     for j in range(n):
         d[j] *= free[j]
 
@@ -778,26 +902,38 @@ def solve_ik(jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows, reaction_rows,
         diag: out (8,): sigma_ratio, ||M||, J damping, M P damping, limited (0/1),
             residual ||J qdd + J̇q̇ - x_dd|| [m/s^2], iterations, reaction residual [N m].
     """
+    arena = np.empty(arena_size(q.shape[0]))
+    _solve_ik_in(arena, 0, jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows, reaction_rows, q_min, q_max, qd_max,
+                 qdd_max, dt, solver, sigma_threshold, damp_max, j_sigma, j_damp, k_null, k_limit, z_extra, qdd, diag)
+
+
+@njit(cache=True, error_model="numpy")
+def _solve_ik_in(arena, top, jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows, reaction_rows, q_min, q_max,
+                 qd_max, qdd_max, dt, solver, sigma_threshold, damp_max, j_sigma, j_damp, k_null, k_limit, z_extra,
+                 qdd, diag):
+    """:func:`solve_ik` with its scratch from ``arena[top:]``."""
     n = q.shape[0]
     m = task_rows.shape[0]
     r = reaction_rows.shape[0]
-    lo = np.empty(n)
-    hi = np.empty(n)
+    lo, top = _empty(arena, top, (n,))
+    hi, top = _empty(arena, top, (n,))
     acceleration_bounds(q, qd, q_min, q_max, qd_max, qdd_max, dt, lo, hi)
-    z = np.empty(n)
+    z, top = _empty(arena, top, (n,))
     for j in range(n):
         mid = 0.5 * (q_max[j] + q_min[j])
         half = 0.5 * (q_max[j] - q_min[j])
         u = (q[j] - mid) / half
         # null-space secondary: damp self-motion, push gently away from position limits
         z[j] = -k_null * qd[j] - k_limit * u * u * u + z_extra[j]
-    free = np.ones(n)
-    fixed = np.zeros(n)
-    c = np.empty(n)
-    d = np.empty(n)
-    sol = np.empty(n)
-    _solve_parts(jac, jdqd, xdd, mmat, nvec, t_des, task_rows, reaction_rows, free, fixed, z, solver,
-                 sigma_threshold, damp_max, j_sigma, j_damp, c, d, diag)
+    free, top = _ones(arena, top, (n,))
+    fixed, top = _zeros(arena, top, (n,))
+    c, top = _empty(arena, top, (n,))
+    d, top = _empty(arena, top, (n,))
+    sol, top = _empty(arena, top, (n,))
+    best, top = _empty(arena, top, (n,))
+    no_torque, top = _zeros(arena, top, (3,))
+    _solve_parts(arena, top, jac, jdqd, xdd, mmat, nvec, t_des, task_rows, reaction_rows, free, fixed, z,
+                 solver, sigma_threshold, damp_max, j_sigma, j_damp, c, d, diag)
     sigma_full = diag[0]  # the gauge of the full arm, not of the joints left free
     for j in range(n):
         sol[j] = c[j] + d[j]
@@ -813,11 +949,9 @@ def solve_ik(jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows, reaction_rows,
             # whole arm). The base feedback torque is dropped while saturated: it must not
             # cost the task.
             sigma_floor = min(sigma_threshold, 0.5 * sigma_full)
-            no_torque = np.zeros(3)
-            _solve_parts(jac, jdqd, xdd, mmat, nvec, no_torque, task_rows, reaction_rows, free, fixed, z, solver,
-                         sigma_threshold, damp_max, j_sigma, j_damp, c, d, diag)
+            _solve_parts(arena, top, jac, jdqd, xdd, mmat, nvec, no_torque, task_rows, reaction_rows, free, fixed, z,
+                         solver, sigma_threshold, damp_max, j_sigma, j_damp, c, d, diag)
             best_s = -math.inf
-            best = np.empty(n)
             n_free = n
             for _ in range(n):
                 if iterations == 1 or diag[0] >= sigma_floor:
@@ -835,8 +969,8 @@ def solve_ik(jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows, reaction_rows,
                 fixed[worst] = hi[worst] if sol[worst] > hi[worst] else lo[worst]
                 n_free -= 1
                 iterations += 1
-                _solve_parts(jac, jdqd, xdd, mmat, nvec, no_torque, task_rows, reaction_rows, free, fixed, z, solver,
-                             sigma_threshold, damp_max, j_sigma, j_damp, c, d, diag)
+                _solve_parts(arena, top, jac, jdqd, xdd, mmat, nvec, no_torque, task_rows, reaction_rows, free,
+                             fixed, z, solver, sigma_threshold, damp_max, j_sigma, j_damp, c, d, diag)
                 for j in range(n):
                     sol[j] = c[j] + d[j]
             if best_s > -math.inf:
@@ -851,8 +985,8 @@ def solve_ik(jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows, reaction_rows,
             # keep the task: fix saturating joints one by one, re-solve with the rest
             for _ in range(n + 1):
                 iterations += 1
-                _solve_parts(jac, jdqd, xdd, mmat, nvec, t_des, task_rows, reaction_rows, free, fixed, z, solver,
-                             sigma_threshold, damp_max, j_sigma, j_damp, c, d, diag)
+                _solve_parts(arena, top, jac, jdqd, xdd, mmat, nvec, t_des, task_rows, reaction_rows, free, fixed, z,
+                             solver, sigma_threshold, damp_max, j_sigma, j_damp, c, d, diag)
                 for j in range(n):
                     sol[j] = c[j] + d[j]
                 worst = _worst_joint(sol, lo, hi, qdd_max, free)
@@ -889,22 +1023,26 @@ def solve_ik(jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows, reaction_rows,
 
 
 @njit(cache=True, error_model="numpy")
-def _sigma_ratio_base(q, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia, ee_offset, base_mass,
-                      base_inertia, task_rows, reaction_rows, j_sigma, j_damp, diag):
-    """sigma_ratio at q (base frame: it is invariant to the base attitude); diag: work (8,)."""
+def _sigma_ratio_base(arena, top, q, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia, ee_offset,
+                      base_mass, base_inertia, task_rows, reaction_rows, j_sigma, j_damp, diag):
+    """sigma_ratio at q (base frame: it is invariant to the base attitude); diag: work (8,);
+    scratch from ``arena[top:]``."""
     n = q.shape[0]
-    jg = np.empty((3, n))
-    om = np.empty((3, n))
-    re = np.empty(3)
-    floating_base_maps(q, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia, ee_offset,
-                       base_mass, base_inertia, jg, om, re)
-    mm = np.empty((3, n))
+    jg, top = _empty(arena, top, (3, n))
+    om, top = _empty(arena, top, (3, n))
+    re, top = _empty(arena, top, (3,))
+    _floating_base_maps_in(arena, top, q, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
+                           ee_offset, base_mass, base_inertia, jg, om, re)
+    mm, top = _empty(arena, top, (3, n))
     for r in range(3):
         for j in range(n):
             mm[r, j] = base_inertia[r, 0] * om[0, j] + base_inertia[r, 1] * om[1, j] + base_inertia[r, 2] * om[2, j]
-    sol = np.empty(n)
-    _lse_solve(jg, np.zeros(3), mm, np.zeros(3), task_rows, reaction_rows, np.ones(n), np.zeros(n), SOLVER_PINV,
-               0.0, 0.0, j_sigma, j_damp, sol, diag)
+    sol, top = _empty(arena, top, (n,))
+    zero3, top = _zeros(arena, top, (3,))
+    ones, top = _ones(arena, top, (n,))
+    zero_z, top = _zeros(arena, top, (n,))
+    _lse_solve(arena, top, jg, zero3, mm, zero3, task_rows, reaction_rows, ones, zero_z, SOLVER_PINV, 0.0, 0.0,
+               j_sigma, j_damp, sol, diag)
     return diag[0]
 
 
@@ -920,6 +1058,15 @@ def sigma_ascent(q, jac, mmat, joint_xyz, joint_rot, joint_axis, link_mass, link
     direction exists (planar 3R). This keeps the arm away from reaction singularities
     instead of only damping through them.
     """
+    arena = np.empty(arena_size(q.shape[0]))
+    _sigma_ascent_in(arena, 0, q, jac, mmat, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
+                     ee_offset, base_mass, base_inertia, task_rows, reaction_rows, j_sigma, j_damp, gain, out)
+
+
+@njit(cache=True, error_model="numpy")
+def _sigma_ascent_in(arena, top, q, jac, mmat, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
+                     ee_offset, base_mass, base_inertia, task_rows, reaction_rows, j_sigma, j_damp, gain, out):
+    """:func:`sigma_ascent` with its scratch from ``arena[top:]``."""
     n = q.shape[0]
     m = task_rows.shape[0]
     r = reaction_rows.shape[0]
@@ -930,10 +1077,10 @@ def sigma_ascent(q, jac, mmat, joint_xyz, joint_rot, joint_axis, link_mass, link
     # orthonormal basis of the rows of [J; M] (Gram-Schmidt), then the spare direction
     # is the largest residual of a coordinate axis against that basis
     rows = m + r
-    basis = np.zeros((rows, n))
+    basis, top = _zeros(arena, top, (rows, n))
+    vec, top = _empty(arena, top, (n,))
     count = 0
     for a in range(rows):
-        vec = np.empty(n)
         for j in range(n):
             vec[j] = jac[task_rows[a], j] if a < m else mmat[reaction_rows[a - m], j]
         scale = 0.0
@@ -955,8 +1102,8 @@ def sigma_ascent(q, jac, mmat, joint_xyz, joint_rot, joint_axis, link_mass, link
                 basis[count, j] = vec[j] / norm
             count += 1
     best = -1.0
-    v = np.zeros(n)
-    cand = np.empty(n)
+    v, top = _zeros(arena, top, (n,))
+    cand, top = _empty(arena, top, (n,))
     for e in range(n):
         for j in range(n):
             cand[j] = 1.0 if j == e else 0.0
@@ -977,16 +1124,16 @@ def sigma_ascent(q, jac, mmat, joint_xyz, joint_rot, joint_axis, link_mass, link
     for j in range(n):
         v[j] /= best
     h = 1e-4
-    qp = np.empty(n)
-    diag = np.zeros(8)
+    qp, top = _empty(arena, top, (n,))
+    diag, top = _zeros(arena, top, (8,))
     for j in range(n):
         qp[j] = q[j] + h * v[j]
-    s_plus = _sigma_ratio_base(qp, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia, ee_offset,
-                               base_mass, base_inertia, task_rows, reaction_rows, j_sigma, j_damp, diag)
+    s_plus = _sigma_ratio_base(arena, top, qp, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
+                               ee_offset, base_mass, base_inertia, task_rows, reaction_rows, j_sigma, j_damp, diag)
     for j in range(n):
         qp[j] = q[j] - h * v[j]
-    s_minus = _sigma_ratio_base(qp, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia, ee_offset,
-                                base_mass, base_inertia, task_rows, reaction_rows, j_sigma, j_damp, diag)
+    s_minus = _sigma_ratio_base(arena, top, qp, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
+                                ee_offset, base_mass, base_inertia, task_rows, reaction_rows, j_sigma, j_damp, diag)
     slope = (s_plus - s_minus) / (2.0 * h)
     for j in range(n):
         out[j] = gain * slope * v[j]
@@ -1026,7 +1173,7 @@ def quat_to_rotvec(quat, out):
 def controller_step(q, qd, base_pos, base_quat, base_w, have_base, x_cmd, v_cmd, a_cmd, joint_xyz, joint_rot,
                     joint_axis, link_mass, link_com, link_inertia, ee_offset, base_mass, base_inertia, task_rows,
                     reaction_rows, q_min, q_max, qd_max, qdd_max, params, qdd, q_cmd, qd_cmd, qdd_cmd, status,
-                    diag, jac_pinv):
+                    diag, jac_pinv, arena):
     """One servo tick of the slave controller, all in one compiled call.
 
     Forms x_dd_d with the capture law (eq. 10, e = ee - cmd), the desired base torque from
@@ -1047,30 +1194,36 @@ def controller_step(q, qd, base_pos, base_quat, base_w, have_base, x_cmd, v_cmd,
         jac_pinv: out (n, 3) ``∂q/∂x``: the (damped, as in the IK) pseudoinverse of the
             Generalized Jacobian's task rows at the measured state [rad/m], task frame;
             the columns of non-task rows (planar: z) are zero.
+        arena: (>= arena_size(n),) float64 work arena, contents irrelevant; the tick's
+            scratch arrays live there (no heap allocation). Not to be shared by calls
+            that may run at the same time.
     """
     n = q.shape[0]
     dt = params[P_DT]
-    rot0 = np.empty((3, 3))
+    arena = _view(arena, 0, arena.shape)  # untracked (the caller holds the array): no reference counting
+    top = 0
+    rot0, top = _empty(arena, top, (3, 3))
     quat_to_matrix(base_quat[0], base_quat[1], base_quat[2], base_quat[3], rot0)
-    jac = np.empty((3, n))
-    mmat = np.empty((3, n))
-    jdqd = np.empty(3)
-    nvec = np.empty(3)
-    re_b = np.empty(3)
-    vee_b = np.empty(3)
-    dynamics_terms(q, qd, rot0, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia, ee_offset,
-                   base_mass, base_inertia, jac, jdqd, mmat, nvec, re_b, vee_b)
+    jac, top = _empty(arena, top, (3, n))
+    mmat, top = _empty(arena, top, (3, n))
+    jdqd, top = _empty(arena, top, (3,))
+    nvec, top = _empty(arena, top, (3,))
+    re_b, top = _empty(arena, top, (3,))
+    vee_b, top = _empty(arena, top, (3,))
+    _dynamics_terms_in(arena, top, q, qd, rot0, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
+                       ee_offset, base_mass, base_inertia, jac, jdqd, mmat, nvec, re_b, vee_b)
     m = task_rows.shape[0]
-    jf = np.empty((m, n))
-    _select_rows(jac, task_rows, np.ones(n), jf)
-    jp = np.empty((n, m))
-    _damped_pinv(jf, params[P_J_SIGMA_M], params[P_J_DAMP_M], jp)
+    jf, top = _empty(arena, top, (m, n))
+    ones, top = _ones(arena, top, (n,))
+    _select_rows(jac, task_rows, ones, jf)
+    jp, top = _empty(arena, top, (n, m))
+    _damped_pinv(arena, top, jf, params[P_J_SIGMA_M], params[P_J_DAMP_M], jp)
     for j in range(n):
         for r in range(3):
             jac_pinv[j, r] = 0.0
         for a in range(m):
             jac_pinv[j, task_rows[a]] = jp[j, a]
-    xdd = np.empty(3)
+    xdd, top = _empty(arena, top, (3,))
     kp = params[P_KP]
     kd = params[P_KD]
     for r in range(3):
@@ -1079,15 +1232,15 @@ def controller_step(q, qd, base_pos, base_quat, base_w, have_base, x_cmd, v_cmd,
         status[S_EE + r] = ee
         status[S_EE_V + r] = ev
         xdd[r] = a_cmd[r] - kp * (ee - x_cmd[r]) - kd * (ev - v_cmd[r])
-    t_des = np.zeros(3)
+    t_des, top = _zeros(arena, top, (3,))
     if have_base > 0 and params[P_FEEDBACK] > 0:
-        att = np.empty(3)
+        att, top_fb = _empty(arena, top, (3,))
         quat_to_rotvec(base_quat, att)
-        u = np.empty(3)
+        u, top_fb = _empty(arena, top_fb, (3,))
         for r in range(3):
             u[r] = params[P_K_ATT] * att[r] + params[P_K_RATE] * base_w[r]
         # I_w = R0 I0 R0^T
-        v = np.empty(3)
+        v, top_fb = _empty(arena, top_fb, (3,))
         for r in range(3):
             v[r] = rot0[0, r] * u[0] + rot0[1, r] * u[1] + rot0[2, r] * u[2]
         for r in range(3):
@@ -1101,14 +1254,14 @@ def controller_step(q, qd, base_pos, base_quat, base_w, have_base, x_cmd, v_cmd,
         if mag > params[P_FEEDBACK_MAX]:
             for r in range(3):
                 t_des[r] *= params[P_FEEDBACK_MAX] / mag
-    z_extra = np.zeros(n)
+    z_extra, top = _zeros(arena, top, (n,))
     if params[P_SOLVER] != SOLVER_PINV:
-        sigma_ascent(q, jac, mmat, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia, ee_offset,
-                     base_mass, base_inertia, task_rows, reaction_rows, params[P_J_SIGMA_M], params[P_J_DAMP_M],
-                     params[P_K_SIGMA], z_extra)
-    solve_ik(jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows, reaction_rows, q_min, q_max, qd_max, qdd_max,
-             dt, params[P_SOLVER], params[P_SIGMA_THRESHOLD], params[P_DAMP_MAX], params[P_J_SIGMA_M],
-             params[P_J_DAMP_M], params[P_K_NULL], params[P_K_LIMIT], z_extra, qdd, diag)
+        _sigma_ascent_in(arena, top, q, jac, mmat, joint_xyz, joint_rot, joint_axis, link_mass, link_com,
+                         link_inertia, ee_offset, base_mass, base_inertia, task_rows, reaction_rows,
+                         params[P_J_SIGMA_M], params[P_J_DAMP_M], params[P_K_SIGMA], z_extra)
+    _solve_ik_in(arena, top, jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows, reaction_rows, q_min, q_max,
+                 qd_max, qdd_max, dt, params[P_SOLVER], params[P_SIGMA_THRESHOLD], params[P_DAMP_MAX],
+                 params[P_J_SIGMA_M], params[P_J_DAMP_M], params[P_K_NULL], params[P_K_LIMIT], z_extra, qdd, diag)
     fault = 0.0
     for j in range(n):
         if not (math.isfinite(qdd[j]) and math.isfinite(q[j]) and math.isfinite(qd[j])):
@@ -1136,7 +1289,7 @@ def controller_step(q, qd, base_pos, base_quat, base_w, have_base, x_cmd, v_cmd,
 
 @njit(cache=True, error_model="numpy")
 def plant_readout(state, before, have_before, joint_xyz, joint_rot, joint_axis, ee_offset, base_inertia, dt, ee,
-                  ee_v, attitude, torque):
+                  ee_v, attitude, torque, arena):
     """Plant read-outs from a measured state (actual base twist), task frame.
 
     ``ee = r0 + R0 r_e(q)``, ``ee_v = v0 + w0 x (R0 r_e) + R0 Je(q) qd``: forward
@@ -1149,6 +1302,8 @@ def plant_readout(state, before, have_before, joint_xyz, joint_rot, joint_axis, 
             qd (n), base position (3), quaternion xyzw (4), velocity (3), angular
             velocity (3), task frame.
         ee, ee_v, attitude, torque: out (3,).
+        arena: (>= arena_size(n),) float64 work arena for the scratch arrays (see
+            :func:`controller_step`).
     """
     n = (state.shape[0] - 13) // 2
     q = state[:n]
@@ -1157,19 +1312,25 @@ def plant_readout(state, before, have_before, joint_xyz, joint_rot, joint_axis, 
     base_quat = state[2 * n + 3:2 * n + 7]
     base_v = state[2 * n + 7:2 * n + 10]
     base_w = state[2 * n + 10:2 * n + 13]
-    origins, axes, rots, re = _frames(q, joint_xyz, joint_rot, joint_axis, ee_offset)
-    rot0 = np.empty((3, 3))
+    arena = _view(arena, 0, arena.shape)  # untracked (the caller holds the array): no reference counting
+    top = 0
+    origins, top = _empty(arena, top, (n, 3))
+    axes, top = _empty(arena, top, (n, 3))
+    rots, top = _empty(arena, top, (n, 3, 3))
+    re, top = _empty(arena, top, (3,))
+    _forward_kinematics_in(arena, top, q, joint_xyz, joint_rot, joint_axis, ee_offset, origins, axes, rots, re)
+    rot0, top = _empty(arena, top, (3, 3))
     quat_to_matrix(base_quat[0], base_quat[1], base_quat[2], base_quat[3], rot0)
-    vb = np.zeros(3)
-    tmp = np.empty(3)
-    tmp2 = np.empty(3)
+    vb, top = _zeros(arena, top, (3,))
+    tmp, top = _empty(arena, top, (3,))
+    tmp2, top = _empty(arena, top, (3,))
     for j in range(n):
         for r in range(3):
             tmp[r] = re[r] - origins[j, r]
         _cross(axes[j], tmp, tmp2)
         for r in range(3):
             vb[r] += tmp2[r] * qd[j]
-    rw = np.empty(3)
+    rw, top = _empty(arena, top, (3,))
     for r in range(3):
         rw[r] = rot0[r, 0] * re[0] + rot0[r, 1] * re[1] + rot0[r, 2] * re[2]
         ee[r] = base_pos[r] + rw[r]
@@ -1178,7 +1339,8 @@ def plant_readout(state, before, have_before, joint_xyz, joint_rot, joint_axis, 
         ee_v[r] = base_v[r] + tmp[r] + rot0[r, 0] * vb[0] + rot0[r, 1] * vb[1] + rot0[r, 2] * vb[2]
     quat_to_rotvec(base_quat, attitude)
     if have_before:
-        base_torque(before[2 * n + 3:2 * n + 7], before[2 * n + 10:2 * n + 13], base_w, base_inertia, dt, torque)
+        _base_torque_in(arena, top, before[2 * n + 3:2 * n + 7], before[2 * n + 10:2 * n + 13], base_w, base_inertia,
+                        dt, torque)
     else:
         for r in range(3):
             torque[r] = 0.0
@@ -1193,9 +1355,16 @@ def base_torque(quat_before, w_before, w_after, base_inertia, dt, out):
     change of the base's angular momentum about its centre of mass, matching the
     semi-implicit step of the plant (velocities change at the pre-step configuration).
     """
-    rot = np.empty((3, 3))
+    arena = np.empty(arena_size(0))
+    _base_torque_in(arena, 0, quat_before, w_before, w_after, base_inertia, dt, out)
+
+
+@njit(cache=True, error_model="numpy")
+def _base_torque_in(arena, top, quat_before, w_before, w_after, base_inertia, dt, out):
+    """:func:`base_torque` with its scratch from ``arena[top:]``."""
+    rot, top = _empty(arena, top, (3, 3))
     quat_to_matrix(quat_before[0], quat_before[1], quat_before[2], quat_before[3], rot)
-    iw = np.empty((3, 3))
+    iw, top = _empty(arena, top, (3, 3))
     for r in range(3):
         for c in range(3):
             acc = 0.0
@@ -1203,13 +1372,13 @@ def base_torque(quat_before, w_before, w_after, base_inertia, dt, out):
                 for l in range(3):
                     acc += rot[r, k] * base_inertia[k, l] * rot[c, l]
             iw[r, c] = acc
-    dw = np.empty(3)
-    hw = np.empty(3)
+    dw, top = _empty(arena, top, (3,))
+    hw, top = _empty(arena, top, (3,))
     for r in range(3):
         dw[r] = (w_after[r] - w_before[r]) / dt
     for r in range(3):
         hw[r] = iw[r, 0] * w_before[0] + iw[r, 1] * w_before[1] + iw[r, 2] * w_before[2]
-    gyro = np.empty(3)
+    gyro, top = _empty(arena, top, (3,))
     _cross(w_before, hw, gyro)
     for r in range(3):
         out[r] = iw[r, 0] * dw[0] + iw[r, 1] * dw[1] + iw[r, 2] * dw[2] + gyro[r]
@@ -1218,9 +1387,20 @@ def base_torque(quat_before, w_before, w_after, base_inertia, dt, out):
 @njit(cache=True, error_model="numpy")
 def link_points(q, base_pos, base_quat, joint_xyz, joint_rot, joint_axis, ee_offset, out):
     """(n + 2, 3) drawing points, task frame: base centre, each joint origin, end effector."""
+    arena = np.empty(arena_size(q.shape[0]))
+    _link_points_in(arena, 0, q, base_pos, base_quat, joint_xyz, joint_rot, joint_axis, ee_offset, out)
+
+
+@njit(cache=True, error_model="numpy")
+def _link_points_in(arena, top, q, base_pos, base_quat, joint_xyz, joint_rot, joint_axis, ee_offset, out):
+    """:func:`link_points` with its scratch from ``arena[top:]``."""
     n = q.shape[0]
-    origins, axes, rots, re = _frames(q, joint_xyz, joint_rot, joint_axis, ee_offset)
-    rot0 = np.empty((3, 3))
+    origins, top = _empty(arena, top, (n, 3))
+    axes, top = _empty(arena, top, (n, 3))
+    rots, top = _empty(arena, top, (n, 3, 3))
+    re, top = _empty(arena, top, (3,))
+    _forward_kinematics_in(arena, top, q, joint_xyz, joint_rot, joint_axis, ee_offset, origins, axes, rots, re)
+    rot0, top = _empty(arena, top, (3, 3))
     quat_to_matrix(base_quat[0], base_quat[1], base_quat[2], base_quat[3], rot0)
     for r in range(3):
         out[0, r] = base_pos[r]

@@ -132,6 +132,7 @@ class PyBulletArm:
         self._measurement.qd_rad_s = self._state.qd_rad_s
         self._measurement.base_angular_velocity_rad_s = self._state.base.angular_velocity_rad_s
         self._points = np.zeros((n + 2, 3))
+        self._arena = np.empty(kern.arena_size(n))  # scratch space of the read-out kernel
         self.reset()
 
     # ----------------------------------------------------------------- set-up
@@ -258,7 +259,7 @@ class PyBulletArm:
         out.t_s = self._state.t_s
         kern.plant_readout(self._raw, self._before, self._have_before, arrays.joint_xyz, arrays.joint_rot,
                            arrays.joint_axis, arrays.ee_offset, arrays.base_inertia, self.dt_s, out.ee_position_m,
-                           out.ee_velocity_m_s, out.base_attitude_rad, out.base_torque_n_m)
+                           out.ee_velocity_m_s, out.base_attitude_rad, out.base_torque_n_m, self._arena)
         return out
 
     def link_positions_m(self) -> NDArray[np.float64]:

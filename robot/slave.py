@@ -11,6 +11,8 @@ the dynamics terms at the measured state, ``ẍ_d = ẍ_cmd − k_p e − k_d ė
 ``e = ee − x_cmd`` (eq. 10, the end effector from the model at the measured state), the
 base-feedback torque, the IK with limits, and the integration
 ``q̇_cmd = q̇ + q̈ dt``, ``q_cmd = q + q̇ dt + q̈ dt²/2`` from the measured state.
+It makes no heap allocation: its scratch arrays live in a work arena the controller
+allocates once (``kern.arena_size``).
 
 Safety: a non-finite input (command or measured state) or solution never reaches the
 arm: the controller re-sends the last good command (re-stamped), sets ``status.fault``
@@ -120,6 +122,7 @@ class SlaveController:
         self._zero3 = np.zeros(3)
         self._status = SlaveStatus.viewing(self._status_vec, self._qdd)
         self._jac_pinv = self._status.jacobian_pinv
+        self._arena = np.empty(kern.arena_size(n))  # the compiled tick's scratch space
         self.fault_count = 0
 
     @property
@@ -155,7 +158,7 @@ class SlaveController:
                              a.joint_xyz, a.joint_rot, a.joint_axis, a.link_mass, a.link_com, a.link_inertia,
                              a.ee_offset, a.base_mass, a.base_inertia, a.task_rows, a.reaction_rows, a.q_min,
                              a.q_max, a.qd_max, a.qdd_max, self._params, self._qdd, good.q_rad, good.qd_rad_s,
-                             good.qdd_rad_s2, sv, self._diag, self._jac_pinv)
+                             good.qdd_rad_s2, sv, self._diag, self._jac_pinv, self._arena)
         status = self._status
         status.t_s = t_s
         sigma_ratio, singular, limited, residual, _, fault = sv[kern.S_SIGMA_RATIO:kern.S_FAULT + 1].tolist()
