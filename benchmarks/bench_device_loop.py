@@ -4,7 +4,9 @@ Runs the OpenHaptics backend against the libHD test double (built with the syste
 compiler, or the library named by ``CAPTURE_TRAINER_LIBHD``) for ``--seconds`` with a
 representative tick (read the stylus, render a spring, command the force through the
 safety layer) and reports the achieved callback period (mean, p99, p99.9, max) and the
-overruns (periods > 1.5 ms) from ``haptics.timing.ServoTiming``.
+overruns (periods > 1.5 ms) from ``haptics.timing.ServoTiming``; with the double, also
+how often and how late its scheduler thread was woken after a deadline it went to sleep
+before (``scheduler_woken_late``: the machine's share of the tail, not the loop's).
 
 ``--contention`` adds runs with a Python thread beside the loop (what drawing or analysis
 does to the GIL): a drawing-like thread (5 ms of Python per 60 Hz frame), and a thread
@@ -59,10 +61,14 @@ def _display_rate_python(stop: threading.Event) -> None:
 
 
 def _measure(
-    seconds: float, switch_interval_s: float | None, neighbour: Callable[[threading.Event], None] | None
+    seconds: float,
+    switch_interval_s: float | None,
+    neighbour: Callable[[threading.Event], None] | None,
+    lib: ctypes.CDLL | None = None,
 ) -> dict[str, Any]:
     import numpy as np
 
+    from haptics._hd_double import double_stats
     from haptics.backends import open_device
 
     force = np.zeros(3)
@@ -81,6 +87,8 @@ def _measure(
         worker = threading.Thread(target=neighbour, args=(stop,), daemon=True) if neighbour else None
         if worker is not None:
             worker.start()
+        if lib is not None and hasattr(lib, "hdd_reset_stats"):
+            lib.hdd_reset_stats()  # the double's lateness counters cover the run only
         try:
             device.clock().run(tick, int(round(seconds * rate_hz)))
         finally:
@@ -88,9 +96,10 @@ def _measure(
             if worker is not None:
                 worker.join()
         run = device.last_run
+        stats = double_stats(lib) if lib is not None else None
     if run is None:
         raise RuntimeError("the device recorded no run")
-    return {
+    result = {
         "period_ms": {key: run[field] for key, field in PERIOD_KEYS},
         "overruns": run["overruns"],
         "overrun_threshold_ms": 1.5 * run["expected_period_ms"],
@@ -103,12 +112,20 @@ def _measure(
         "switch_interval_s": switch_interval_s,
         "hd_errors": run["hd_errors"],
     }
+    if stats is not None:
+        # The machine's share of the tail: the double's scheduler thread, asleep before
+        # its deadline, woken more than a period late (the OS or the hypervisor).
+        result["scheduler_woken_late"] = {
+            "ticks": stats["wake_late_ticks"],
+            "max_late_ms": 1e3 * stats["max_wake_late_s"],
+        }
+    return result
 
 
 def run_bench(seconds: float = 10.0, contention: bool = False) -> dict[str, Any]:
     """Measure the device loop; returns the JSON-ready result."""
     from haptics._hd_api import LIBHD_ENV
-    from haptics._hd_double import build_double, double_stats
+    from haptics._hd_double import build_double
 
     path = os.environ.get(LIBHD_ENV) or str(build_double())
     os.environ[LIBHD_ENV] = path
@@ -116,20 +133,18 @@ def run_bench(seconds: float = 10.0, contention: bool = False) -> dict[str, Any]
     if hasattr(lib, "hdd_set_hand_trajectory"):  # the double: a hand moving the stylus
         vec3 = ctypes.c_double * 3
         lib.hdd_set_hand_trajectory(vec3(0.0, 0.0, 0.0), vec3(20.0, 10.0, 5.0), ctypes.c_double(1.0))
-    result = _measure(seconds, 5e-4, None)
+    result = _measure(seconds, 5e-4, None, lib)
     result["seconds"] = seconds
     result["libhd"] = path
-    stats = double_stats(lib)
-    result["double_late_ticks"] = stats["late_ticks"] if stats else None
     result["machine"] = {
         "cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
         "processor": platform.processor() or platform.machine(),
     }
     if contention:
         result["contention"] = {
-            "drawing_60hz_switch_0.5ms": _measure(seconds, 5e-4, _display_rate_python),
-            "busy_thread_switch_0.5ms": _measure(seconds, 5e-4, _busy_python),
-            "busy_thread_switch_default_5ms": _measure(seconds, None, _busy_python),
+            "drawing_60hz_switch_0.5ms": _measure(seconds, 5e-4, _display_rate_python, lib),
+            "busy_thread_switch_0.5ms": _measure(seconds, 5e-4, _busy_python, lib),
+            "busy_thread_switch_default_5ms": _measure(seconds, None, _busy_python, lib),
         }
     return result
 
@@ -143,6 +158,10 @@ def _handler(args: argparse.Namespace) -> int:
     print(f"device loop ({result['seconds']:.0f} s, {result['libhd']}): period mean {p['mean']:.4f} ms, "
           f"p99 {p['p99']:.3f} ms, p99.9 {p['p99.9']:.3f} ms, max {p['max']:.3f} ms, "
           f"overruns {result['overruns']}, rate {result['rate_hz']:.1f} Hz")
+    late = result.get("scheduler_woken_late")
+    if late is not None:
+        print(f"  the double's scheduler thread was woken > 1 period late {late['ticks']} times "
+              f"(latest {late['max_late_ms']:.2f} ms): the machine's share")
     for name, run in result.get("contention", {}).items():
         q = run["period_ms"]
         print(f"  busy Python thread, {name}: mean {q['mean']:.3f} ms, p99 {q['p99']:.3f} ms, "

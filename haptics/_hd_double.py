@@ -91,6 +91,8 @@ class HddStats(ctypes.Structure):
         ("max_commanded_norm_n", ctypes.c_double),
         ("force_output_enabled", ctypes.c_int),
         ("clamping_enabled", ctypes.c_int),
+        ("wake_late_ticks", ctypes.c_long),
+        ("max_wake_late_s", ctypes.c_double),
     ]
 
 

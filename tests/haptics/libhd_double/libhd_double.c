@@ -215,6 +215,8 @@ static Sample g_sample, g_last_sample;
 /* Recording. */
 static long g_ticks = 0;
 static long g_late_ticks = 0;
+static long g_wake_late_ticks = 0;
+static double g_max_wake_late_s = 0.0;
 static long g_force_commits = 0;
 static long g_nonfinite_forces = 0;
 static long g_over_limit_sent = 0;
@@ -352,9 +354,17 @@ static void *servo_main(void *arg) {
     while (g_running) {
         deadline.tv_nsec += period_ns;
         while (deadline.tv_nsec >= 1000000000L) { deadline.tv_nsec -= 1000000000L; deadline.tv_sec++; }
+        double deadline_s = (double)deadline.tv_sec + 1e-9 * (double)deadline.tv_nsec;
+        /* Asleep before its deadline, a thread woken late was held up by the OS (or the
+         * hypervisor), not by the callbacks: counted apart, as the machine's share. */
+        int slept_early = now_s() < deadline_s;
         clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &deadline, NULL);
         double t = now_s();
-        double late = t - ((double)deadline.tv_sec + 1e-9 * (double)deadline.tv_nsec);
+        double late = t - deadline_s;
+        if (slept_early) {
+            if (late > 1.0 / g_rate_hz) g_wake_late_ticks++;
+            if (late > g_max_wake_late_s) g_max_wake_late_s = late;
+        }
         /* Like a hardware timer, the ticks stay on the absolute 1 ms grid: a late tick
          * runs at once and the next deadline is unchanged (short catch-up). A backlog of
          * more than MAX_BACKLOG periods is dropped and the grid restarts from now. */
@@ -825,6 +835,8 @@ typedef struct {
     double max_commanded_norm_n; /* largest finite norm written with HD_CURRENT_FORCE */
     int force_output_enabled;
     int clamping_enabled;
+    long wake_late_ticks;    /* late ticks whose thread went to sleep before the deadline */
+    double max_wake_late_s;  /* the latest such wake-up after its deadline [s] */
 } HddStats;
 
 void hdd_stats(HddStats *out) {
@@ -839,6 +851,8 @@ void hdd_stats(HddStats *out) {
     out->max_commanded_norm_n = g_max_commanded_norm;
     out->force_output_enabled = g_force_output;
     out->clamping_enabled = g_clamping;
+    out->wake_late_ticks = g_wake_late_ticks;
+    out->max_wake_late_s = g_max_wake_late_s;
     pthread_mutex_unlock(&g_lock);
 }
 
@@ -846,5 +860,7 @@ void hdd_reset_stats(void) {
     pthread_mutex_lock(&g_lock);
     g_force_commits = g_nonfinite_forces = g_over_limit_sent = 0;
     g_max_sent_norm = g_max_commanded_norm = 0.0;
+    g_wake_late_ticks = 0;
+    g_max_wake_late_s = 0.0;
     pthread_mutex_unlock(&g_lock);
 }
