@@ -21,6 +21,9 @@ def add_bench(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("throughput", help="headless simulated s per wall s (JSON)")
     parser.add_argument("--model", choices=sorted(MODEL_SCENARIOS), default="planar-3r")
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--workers", type=int, nargs="+", metavar="N",
+                        help="also run the 30-trial study (as `bench study`) with these worker counts")
+    parser.add_argument("--trials", type=int, default=30, help="trials of that study")
     parser.add_argument("--json", action="store_true")
     parser.set_defaults(handler=_throughput)
 
@@ -81,10 +84,10 @@ def measure_study(trials: int, workers: list[int]) -> dict[str, object]:
     from trials.protocol import load_protocol
     from trials.study import run_study
 
-    result: dict[str, object] = {"trials": trials, "machine": machine()}
+    participants = max(1, trials // 3)  # each does the three conditions once
+    result: dict[str, object] = {"trials": 3 * participants, "machine": machine()}
     with tempfile.TemporaryDirectory() as tmp:
         protocol_path = Path(tmp) / "bench.toml"
-        participants = max(1, trials // 3)
         protocol_path.write_text(
             'name = "bench"\nseed = 1\nscenarios = ["paper-2019"]\n'
             'conditions = ["dg", "ng", "apf"]\nrepetitions = 1\n'
@@ -105,10 +108,17 @@ def measure_study(trials: int, workers: list[int]) -> dict[str, object]:
 
 
 def _throughput(args: argparse.Namespace) -> int:
-    emit(measure_throughput(args.model, args.seconds), args.json)
+    if not args.seconds > 0.0:
+        raise SystemExit(f"--seconds must be positive, got {args.seconds}")
+    result = measure_throughput(args.model, args.seconds)
+    if args.workers:
+        result["study"] = measure_study(args.trials, args.workers)
+    emit(result, args.json)
     return 0
 
 
 def _study(args: argparse.Namespace) -> int:
+    if args.trials < 1 or min(args.workers) < 1:
+        raise SystemExit("--trials and --workers must be at least 1")
     emit(measure_study(args.trials, args.workers), args.json)
     return 0

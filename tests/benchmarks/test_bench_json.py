@@ -1,0 +1,71 @@
+"""The bench commands' JSON: the shapes other tools read (issue 8), on very short runs.
+
+Only shapes and internal consistency are asserted here; the figures themselves are
+measurements, read against their targets outside the test suite.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from trials.tick import STAGES
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _bench(*args: str) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    result = subprocess.run(
+        [sys.executable, "-m", "trials.cli", "bench", *args, "--json"],
+        env=env, capture_output=True, text=True, timeout=240, check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def _ordered_percentiles(values: dict, middle: str = "median") -> None:
+    keys = (middle, "p99", "p99.9", "max")
+    assert all(math.isfinite(values[key]) and values[key] > 0.0 for key in keys)
+    assert [values[key] for key in keys] == sorted(values[key] for key in keys)
+
+
+@pytest.mark.parametrize("model", ["planar-3r", "spatial-7dof"])
+def test_servo_json(model: str) -> None:
+    out = _bench("servo", "--model", model, "--ticks", "400")
+    assert out["model"] == model and out["ticks"] == 400
+    _ordered_percentiles(out["tick_us"])
+    assert set(STAGES) <= set(out["stages_us"])
+    for stage in STAGES:
+        assert 0.0 < out["stages_us"][stage]["median"] <= out["stages_us"][stage]["p99"]
+    # the stages are the tick: their medians cannot add up to more than the slowest tick
+    assert sum(out["stages_us"][s]["median"] for s in STAGES) <= out["tick_us"]["max"]
+    assert isinstance(out["rss_growth_bytes"], int)
+
+
+def test_throughput_json_with_a_study() -> None:
+    out = _bench("throughput", "--model", "planar-3r", "--seconds", "0.3", "--workers", "1", "--trials", "3")
+    assert out["model"] == "planar-3r"
+    assert out["sim_seconds"] == pytest.approx(0.3)
+    assert out["wall_seconds"] > out["build_seconds"] > 0.0
+    assert out["realtime_factor"] == pytest.approx(out["sim_seconds"] / out["wall_seconds"])
+    assert out["loop_realtime_factor"] > out["realtime_factor"]
+    assert out["cold"]["start_up_seconds"] > 0.0
+    study = out["study"]
+    assert study["trials"] == 3 and study["workers_1"]["trials"] == 3 and study["workers_1"]["failed"] == 0
+
+
+def test_device_loop_json() -> None:
+    out = _bench("device-loop", "--seconds", "0.3")
+    assert out["ticks"] == 300
+    _ordered_percentiles(out["period_ms"], middle="p50")
+    assert 0.0 < out["period_ms"]["mean"] <= out["period_ms"]["max"]
+    assert isinstance(out["overruns"], int) and 0 <= out["overruns"] < out["ticks"]
+    assert out["hd_errors"] == []
+    assert out["scheduler_woken_late"]["ticks"] >= 0
