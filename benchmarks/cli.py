@@ -1,7 +1,8 @@
 """`capture-trainer bench ...`: every module ``benchmarks/bench_*.py`` adds one bench.
 
 A bench module exposes ``add_bench(subparsers)``; its handler prints one JSON object
-(with ``--json``) or a short human summary. Benchmarks are never asserted in tests.
+(with ``--json``) or a short human summary. No figure is asserted in tests (only the
+JSON shapes, on short runs: ``tests/benchmarks``).
 """
 
 from __future__ import annotations
