@@ -631,7 +631,21 @@ class OpenHapticsDevice:
             raise DeviceError("libHD answers neither HD_CURRENT_POSITION nor HD_CURRENT_TRANSFORM")
 
     def _difference_velocity(self, t: float) -> None:
-        """Velocity [mm/s] by differencing positions, for a libHD without HD_CURRENT_VELOCITY."""
+        """Velocity [mm/s] by differencing positions, for a libHD without HD_CURRENT_VELOCITY.
+
+        The positions are differenced over the times the scheduler's ticks began (when
+        the device was sampled: ``t`` less ``hdGetSchedulerTimeStamp``), not over when
+        this callback got the GIL: after a callback held up for a millisecond the next
+        one comes at once, and wall-clock differencing would make a ten-fold spike.
+        """
+        stamp = self._api.hdGetSchedulerTimeStamp
+        if stamp is not None:
+            # read the clock right before the call: every ctypes call may wait for the GIL
+            # on its way back, so ``t`` (taken on entry) can be late by then
+            now = time.perf_counter() - self._t0
+            in_tick = stamp()
+            if 0.0 <= in_tick < 0.05:
+                t = now - in_tick
         p, prev, v = self._pos_buf, self._prev_pos_mm, self._vel_buf
         dt = t - self._prev_t_s
         for i in range(3):

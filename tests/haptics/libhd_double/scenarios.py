@@ -12,6 +12,7 @@ import json
 import math
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import runtime_checkable
@@ -165,6 +166,14 @@ def spring() -> dict[str, object]:
     return result
 
 
+def _hold_the_gil(stop: threading.Event) -> None:
+    """Pure Python that never sleeps: the servo callback waits for the GIL every tick."""
+    acc = 0
+    while not stop.is_set():
+        for i in range(1000):
+            acc += i * i % 7
+
+
 def kinematics() -> dict[str, object]:
     """A scripted hand moves the stylus on a known sinusoid with a known orientation."""
     hdd = _double()
@@ -192,7 +201,14 @@ def kinematics() -> dict[str, object]:
             n[0] = i + 1
             return True
 
-        dev.clock().run(tick, 800)
+        hog_stop = threading.Event()
+        hog = threading.Thread(target=_hold_the_gil, args=(hog_stop,), daemon=True)
+        if os.environ.get("SCENARIO_GIL_HOG") == "1":  # every callback then waits for the GIL
+            hog.start()
+        try:
+            dev.clock().run(tick, 800)
+        finally:
+            hog_stop.set()
         outside = dev.read()
         result = {
             "center_mm": center, "amplitude_mm": amplitude, "freq_hz": freq, "rot_row_major": rot,
