@@ -118,6 +118,7 @@ def _measure(
         result["scheduler_woken_late"] = {
             "ticks": stats["wake_late_ticks"],
             "max_late_ms": 1e3 * stats["max_wake_late_s"],
+            "sched_fifo": bool(stats["realtime"]),
         }
     return result
 

@@ -93,6 +93,7 @@ class HddStats(ctypes.Structure):
         ("clamping_enabled", ctypes.c_int),
         ("wake_late_ticks", ctypes.c_long),
         ("max_wake_late_s", ctypes.c_double),
+        ("realtime", ctypes.c_int),
     ]
 
 

@@ -216,6 +216,7 @@ static Sample g_sample, g_last_sample;
 static long g_ticks = 0;
 static long g_late_ticks = 0;
 static long g_wake_late_ticks = 0;
+static int g_realtime = 0;
 static double g_max_wake_late_s = 0.0;
 static long g_force_commits = 0;
 static long g_nonfinite_forces = 0;
@@ -345,7 +346,7 @@ static void *servo_main(void *arg) {
     const char *no_rt = getenv("LIBHD_DOUBLE_NO_RT");
     if (!(no_rt && no_rt[0] == '1')) {
         struct sched_param sp = {.sched_priority = 80};
-        pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
+        g_realtime = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) == 0;
     }
     struct timespec deadline;
     clock_gettime(CLOCK_MONOTONIC, &deadline);
@@ -837,6 +838,7 @@ typedef struct {
     int clamping_enabled;
     long wake_late_ticks;    /* late ticks whose thread went to sleep before the deadline */
     double max_wake_late_s;  /* the latest such wake-up after its deadline [s] */
+    int realtime;            /* the scheduler thread runs SCHED_FIFO */
 } HddStats;
 
 void hdd_stats(HddStats *out) {
@@ -853,6 +855,7 @@ void hdd_stats(HddStats *out) {
     out->clamping_enabled = g_clamping;
     out->wake_late_ticks = g_wake_late_ticks;
     out->max_wake_late_s = g_max_wake_late_s;
+    out->realtime = g_realtime;
     pthread_mutex_unlock(&g_lock);
 }
 
