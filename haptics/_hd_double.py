@@ -1,4 +1,4 @@
-"""Build the libHD test double (``tests/haptics/libhd_double/libhd_double.c``).
+"""Build the libHD test double (``haptics/libhd-double/libhd_double.c``, package data).
 
 The double is a small C library emulating the subset of OpenHaptics' HD API this
 project (and pyOpenHaptics) calls, with a 1 kHz scheduler thread and a scripted stylus.
@@ -27,18 +27,17 @@ def double_source() -> Path:
     """Path of the double's C source.
 
     Raises:
-        DeviceError: neither the source tree nor ``CAPTURE_TRAINER_LIBHD_SRC`` has it.
+        DeviceError: neither the package nor ``CAPTURE_TRAINER_LIBHD_SRC`` has it.
     """
     override = os.environ.get(SOURCE_ENV, "").strip()
     candidates = [Path(override)] if override else []
-    repo_root = Path(__file__).resolve().parents[1]
-    candidates.append(repo_root / "tests" / "haptics" / "libhd_double" / "libhd_double.c")
+    candidates.append(Path(__file__).resolve().parent / "libhd-double" / "libhd_double.c")
     for path in candidates:
         if path.is_file():
             return path
     raise DeviceError(
-        f"the libHD test double's source is not here ({candidates[-1]}); run from the source "
-        f"tree or set {SOURCE_ENV}=/path/to/libhd_double.c"
+        f"the libHD test double's source is not here ({candidates[-1]}): a broken install? "
+        f"Reinstall, or set {SOURCE_ENV}=/path/to/libhd_double.c"
     )
 
 
