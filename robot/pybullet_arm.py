@@ -87,8 +87,12 @@ def _c_stdout_silenced() -> Iterator[None]:
     For the few PyBullet set-up calls that print unasked: a command's stdout (the bench
     commands' JSON, ``analyze --json``) must carry only what the command writes.
     """
-    sys.stdout.flush()
-    saved = os.dup(1)
+    try:
+        sys.stdout.flush()
+        saved = os.dup(1)
+    except (OSError, ValueError, AttributeError):  # no stdout at all (closed, detached): nothing to keep clean
+        yield
+        return
     try:
         with open(os.devnull, "wb") as null:
             os.dup2(null.fileno(), 1)

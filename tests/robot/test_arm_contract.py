@@ -124,3 +124,12 @@ def test_pybullet_drawing_points_and_readouts_agree(model):
         rest = fresh.link_positions_m()
         fresh.close()
         assert np.allclose(lengths, np.linalg.norm(np.diff(rest[1:], axis=0), axis=1), atol=1e-12)
+
+
+def test_building_the_plant_prints_nothing_on_stdout(capfd) -> None:
+    # PyBullet announces a solver switch from C; a command's stdout (JSON) must stay clean
+    arm = PyBulletArm(MODELS["planar-3r"])
+    arm.step()
+    arm.close()
+    out, _ = capfd.readouterr()
+    assert out == ""
