@@ -32,3 +32,4 @@ bench: setup
 
 clean:
 	rm -rf $(VENV) runs build *.egg-info
+	find . -path ./.git -prune -o \( -name '*.nbi' -o -name '*.nbc' \) -exec rm -f {} +
