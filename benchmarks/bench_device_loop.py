@@ -64,7 +64,7 @@ def _measure(
     seconds: float,
     switch_interval_s: float | None,
     neighbour: Callable[[threading.Event], None] | None,
-    lib: ctypes.CDLL | None = None,
+    lib: ctypes.CDLL,
 ) -> dict[str, Any]:
     import numpy as np
 
@@ -87,7 +87,7 @@ def _measure(
         worker = threading.Thread(target=neighbour, args=(stop,), daemon=True) if neighbour else None
         if worker is not None:
             worker.start()
-        if lib is not None and hasattr(lib, "hdd_reset_stats"):
+        if hasattr(lib, "hdd_reset_stats"):
             lib.hdd_reset_stats()  # the double's lateness counters cover the run only
         try:
             device.clock().run(tick, int(round(seconds * rate_hz)))
@@ -96,7 +96,7 @@ def _measure(
             if worker is not None:
                 worker.join()
         run = device.last_run
-        stats = double_stats(lib) if lib is not None else None
+        stats = double_stats(lib)  # None for a libHD that is not the double
     if run is None:
         raise RuntimeError("the device recorded no run")
     result = {

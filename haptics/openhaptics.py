@@ -635,8 +635,8 @@ class OpenHapticsDevice:
 
         The positions are differenced over the times the scheduler's ticks began (when
         the device was sampled: ``t`` less ``hdGetSchedulerTimeStamp``), not over when
-        this callback got the GIL: after a callback held up for a millisecond the next
-        one comes at once, and wall-clock differencing would make a ten-fold spike.
+        this callback got the GIL: every ctypes call may wait for it, so with a busy Python
+        thread beside the loop callback-time differencing misread speeds by up to 1.8x.
         """
         stamp = self._api.hdGetSchedulerTimeStamp
         if stamp is not None:

@@ -33,10 +33,10 @@ def frozen_heap() -> Iterator[None]:
     thousands once numpy, PyBullet and numba are loaded) holding the GIL for 11-12 ms
     (measured in the ``bench device-loop`` process, where it ran while importing): ten
     lost ticks at 1 kHz, should one fall inside a run. The tick allocates few objects
-    that live, so that is rare, but nothing in the run prevents it. For the run the heap is frozen (``gc.freeze``: ignored by every later
-    collection), so the collector only ever looks at what the run itself allocates, in
-    passes well under a millisecond; after the run the heap is unfrozen and its garbage
-    collected as usual. Nothing is collected on the way in: a full pass there would
+    that live, so that is rare, but nothing in the run prevents it. For the run the heap
+    is frozen (``gc.freeze``: ignored by every later collection), so the collector only
+    ever looks at what the run itself allocates, in passes well under a millisecond;
+    after the run the heap is unfrozen and its garbage collected as usual. Nothing is collected on the way in: a full pass there would
     stall a device's scheduler thread, already calling back, just the same. Nested uses
     freeze once.
     """

@@ -1,13 +1,14 @@
 """Per-tick trial recording into one Parquet file that survives a crash.
 
 The servo tick writes one row into preallocated arrays (:meth:`TrialRecorder.append_row`
-copies a row buffer and an integer of flag bits; nothing is allocated). A flusher thread, never the tick, rewrites
-the whole Parquet file atomically (temporary file, then ``os.replace``) whenever one
-second of trial time has been recorded or half a second of wall time has passed, but
-not more often than every quarter second of wall time (which only a headless trial,
-running many times faster than real time, reaches). A process killed at any moment
-leaves a complete, readable file that lacks at most the last second of trial time at
-real-time pace (the last half second of wall time, whatever the pace). The final write sets ``complete: true`` in the metadata.
+copies a row buffer and an integer of flag bits; nothing is allocated). A flusher
+thread, never the tick, rewrites the whole Parquet file atomically (temporary file,
+then ``os.replace``) whenever one second of trial time has been recorded or half a
+second of wall time has passed, but not more often than every quarter second of wall
+time (which only a headless trial, running many times faster than real time, reaches).
+A process killed at any moment leaves a complete, readable file that lacks at most the
+last second of trial time at real-time pace (the last half second of wall time,
+whatever the pace). The final write sets ``complete: true`` in the metadata.
 
 The file layout is the contract of :mod:`capture_trainer.trial_log`.
 """

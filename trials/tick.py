@@ -25,10 +25,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from capture_trainer import trial_log
+from capture_trainer.errors import TrialError
 from guidance.rendering import RenderedForce
 from guidance.state import GuidanceState
 from haptics.device import BUTTON_ENGAGE
-from capture_trainer.errors import TrialError
 
 _BIT_ENGAGED, _BIT_CLUTCH, _BIT_SATURATED, _BIT_FAULT, _BIT_WATCHDOG, _BIT_REPLAN, _BIT_SINGULAR, _BIT_LIMITED = (
     1 << trial_log.FLAGS.index(name)
@@ -123,7 +123,7 @@ class ServoTick:
         self._worst_period_s = 0.0
         self._perceive = getattr(device, "perceive", None)
         self._hand_force = getattr(device, "hand_force_n", None)
-        self._safety = getattr(device, "safety", None)
+        self._safety = getattr(device, "safety", None) or _NoSafety()
         # preallocated signals
         n = arm.n_joints
         self.guidance_state = GuidanceState.for_joints(n)
@@ -171,7 +171,6 @@ class ServoTick:
         )
         if tuple(recorder.flag_columns) != trial_log.FLAGS:
             raise TrialError(f"the recorder's flag columns must be trial_log.FLAGS, got {recorder.flag_columns}")
-        self._no_safety = _NoSafety()
         # The guidance state shares the arrays the stages refill in place (the plant's
         # read-outs, the target, the stylus, the IK's map): nothing is copied per tick.
         gs = self.guidance_state
@@ -276,7 +275,7 @@ class ServoTick:
         self._sigma[0] = status.sigma_ratio
         recorder = self.recorder
         np.concatenate(self._row_parts, out=recorder.row)
-        safety = self._safety or self._no_safety
+        safety = self._safety
         recorder.flag_bits = (
             (_BIT_ENGAGED if safety.engaged else 0)
             | (_BIT_CLUTCH if self.mapping.clutched else 0)
