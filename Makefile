@@ -1,4 +1,4 @@
-# The README's two commands: `make demo` (main job) and `make test` (the suite).
+# The README's two commands: `make demo` (main job) and `make test` (type check + the suite).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -16,6 +16,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 test: setup
+	$(PY) -m mypy
 	$(PY) -m pytest
 
 demo: setup

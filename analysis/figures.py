@@ -186,8 +186,8 @@ def metric_bar_figure(table: pd.DataFrame, metric: str) -> Figure:
     rng = np.random.default_rng(0)
     labels: list[str] = []
     for position, condition in enumerate(conditions):
-        values = pd.to_numeric(table.loc[table["condition"] == condition, metric], errors="coerce")
-        values = values.astype(float).to_numpy()
+        column = pd.to_numeric(table.loc[table["condition"] == condition, metric], errors="coerce")
+        values = column.astype(float).to_numpy()
         stats = describe(values)
         colour = condition_colour(condition)
         std = stats["std"] if np.isfinite(stats["std"]) else 0.0

@@ -238,7 +238,8 @@ def relative_velocity_m_s(trial: Trial) -> NDArray[np.float64]:
 
 def surface_distance_m(relative_m: NDArray[np.float64], radius_m: float) -> NDArray[np.float64]:
     """``|p| - r`` per sample [m]: negative inside the debris' radius."""
-    return np.linalg.norm(relative_m, axis=1) - radius_m
+    distance_m: NDArray[np.float64] = np.linalg.norm(relative_m, axis=1)
+    return distance_m - radius_m
 
 
 def sphere_crossing(

@@ -2,7 +2,8 @@
 
 Sections: the study design (``study.json`` and the design actually found in the logs),
 the summary per condition, the trials that never reached the target or did not finish,
-the paired tests, the study figures (bar charts per metric, trajectories), the full
+the paired tests, one section per scenario (summary, outcomes, paired tests, a figure),
+the study figures (bar charts per metric, trajectories), the full
 figure set of example trials, the per-trial table and the metric definitions.
 
 Self-contained: figures are embedded as base64 PNG ``data:`` URIs, the style sheet is
@@ -20,7 +21,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -28,13 +29,18 @@ from matplotlib.figure import Figure
 
 from analysis import figures
 from analysis.metrics import METRIC_DESCRIPTIONS, PAPER_METRICS
+from analysis.outcomes import ordered_outcomes
 from analysis.stats import (
+    CAPTURE_RATE,
     SUMMARY_METRICS,
     TEST_METRICS,
     condition_summary,
     friedman_tests,
     ordered_conditions,
     pairwise_tests,
+    scenario_comparisons,
+    scenario_condition_stats,
+    scenario_summaries,
 )
 from analysis.study import ProgressCallback, Study, open_study
 from analysis.trial import Trial, read_trial
@@ -129,7 +135,7 @@ def _short(value: Any, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _design_file_tables(design: dict[str, Any]) -> str:
+def _design_file_tables(design: Mapping[str, Any]) -> str:
     """study.json as a person reads it: the protocol, then one row per participant with
     their condition order and key parameters (the full file stays beside the trials)."""
     protocol = design.get("protocol")
@@ -218,6 +224,71 @@ def _tests_section(table: pd.DataFrame) -> str:
     )
 
 
+#: Metrics in each scenario's table of the report (the JSON has every metric).
+SCENARIO_REPORT_METRICS: tuple[str, ...] = (
+    *PAPER_METRICS,
+    "impact_normal_velocity_m_s",
+    "reached",
+    "captured",
+    CAPTURE_RATE,
+    "n_contacts",
+    "peak_base_torque_n_m",
+)
+
+
+def _cell(stats: Mapping[str, Any]) -> str:
+    return (
+        f"{format_number(stats['mean'])} ± {format_number(stats['std'])} "
+        f"[{format_number(stats['ci95_low'])}, {format_number(stats['ci95_high'])}] ({stats['n']})"
+    )
+
+
+def _scenarios_section(table: pd.DataFrame) -> str:
+    """One subsection per scenario: its summary by condition, outcomes, paired tests and a figure."""
+    scenarios = scenario_summaries(table)
+    parts = [
+        "<h2>By scenario</h2>"
+        "<p>Each scenario on its own: mean ± std [95 % CI] (n) over trials, t-intervals for "
+        "means and Wilson intervals for rates; capture_rate counts the logged outcome "
+        "<code>captured</code>, or, for logs without an outcome, the kinematic "
+        "<code>captured</code> metric. Outcomes marked * are provisional (derived from "
+        "end_reason and the reach; see the analysis documentation). Paired two-sided "
+        "Wilcoxon signed-rank tests on the participants' means, Holm-corrected over all "
+        "of the scenario's comparisons; effect size: matched-pairs rank-biserial r of a − b.</p>"
+    ]
+    for name, subset in scenarios.items():
+        conditions = ordered_conditions(subset["condition"])
+        parts.append(f"<h3>Scenario {_e(name)}: {len(subset)} trials</h3>")
+        stats = {condition: scenario_condition_stats(subset, condition) for condition in conditions}
+        header = ["metric", *[f"{c.upper()} mean ± std [95 % CI] (n)" for c in conditions]]
+        rows = [[metric, *[_cell(stats[c][metric]) for c in conditions]] for metric in SCENARIO_REPORT_METRICS]
+        classes = ["paper" if metric in PAPER_METRICS else "" for metric in SCENARIO_REPORT_METRICS]
+        parts.append(_table(header, rows, left_columns=len(header), row_class=classes))
+        provisional = set(subset.loc[subset["outcome_provisional"].astype(bool), "outcome"])
+        outcomes = ordered_outcomes(subset["outcome"])
+        counts = subset.groupby(["condition", "outcome"]).size().to_dict()
+        outcome_rows = [[c.upper(), *[int(counts.get((c, o), 0)) for o in outcomes]] for c in conditions]
+        parts.append(_table(["condition", *[o + ("*" if o in provisional else "") for o in outcomes]], outcome_rows))
+        comparisons = scenario_comparisons(subset)
+        shown = comparisons[comparisons["n"] > 0]
+        columns = ["metric", "condition_a", "condition_b", "n", "median_difference", "p", "p_holm",
+                   "rank_biserial", "note"]
+        parts.append(_table(columns, shown[columns].astype(object).values.tolist(), left_columns=3))
+        unpaired = comparisons[comparisons["n"] == 0]
+        if len(unpaired):
+            pairs = sorted(
+                {f"{a.upper()}–{b.upper()}" for a, b in zip(unpaired["condition_a"], unpaired["condition_b"])}
+            )
+            parts.append(f"<p>No participant in common (not compared): {_e(', '.join(pairs))}.</p>")
+        parts.append(
+            embed_figure(
+                figures.metric_bar_figure(subset, "impact_velocity_m_s"),
+                f"{name}: impact_velocity_m_s, mean ± standard deviation, dots are trials",
+            )
+        )
+    return "".join(parts)
+
+
 def _figures_section(study: Study) -> str:
     parts = ["<h2>Figures by condition</h2>"]
     for metric, figure in figures.study_bar_figures(study.table).items():
@@ -292,7 +363,7 @@ def build_report(study: Study, extra_trials: Sequence[str | os.PathLike[str]] = 
     """
     table = study.table
     title = title or f"Capture study: {study.root.name}"
-    rows_by_id = {row["trial_id"]: row for row in table.to_dict("records")}
+    rows_by_id = {row["trial_id"]: row for row in cast(list[dict[str, Any]], table.to_dict("records"))}
     trial_sections = []
     requested = [_resolve_trial(study, item) for item in extra_trials]
     requested_ids = {trial.trial_id for trial in requested}
@@ -316,6 +387,7 @@ def build_report(study: Study, extra_trials: Sequence[str | os.PathLike[str]] = 
             _summary_section(table),
             _problem_trials_section(table),
             _tests_section(table),
+            _scenarios_section(table),
             _figures_section(study),
             "<h2>Example trials</h2><p>Per condition the reached trial with the median impact velocity, "
             "and any trial asked for with --trial.</p>",

@@ -13,15 +13,19 @@
   on the participants who did both conditions, Holm-corrected within each metric, with
   the matched-pairs rank-biserial correlation and Cohen's d_z as effect sizes. Fewer
   than ``MIN_PARTICIPANTS`` pairs gives a row with the note "n too small", not an error.
+- **Per scenario** (:func:`scenario_json`): the same summary for each scenario's trials,
+  with Wilson intervals for rates (``reached``, ``captured``, ``capture_rate``) and the
+  outcome counts (:mod:`analysis.outcomes`), and the same paired tests on
+  :data:`SCENARIO_TEST_METRICS`, Holm-corrected over all of the scenario's comparisons.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import combinations
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -29,7 +33,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import stats as scipy_stats
 
 from analysis.metrics import METRIC_NAMES, PAPER_METRICS
-from capture_trainer.catalog import CONDITIONS
+from analysis.outcomes import capture_value, ordered_outcomes
 
 #: Metrics summarised per condition (every metric but the data-quality flag).
 SUMMARY_METRICS: tuple[str, ...] = tuple(name for name in METRIC_NAMES if name != "complete")
@@ -38,6 +42,22 @@ TEST_METRICS: tuple[str, ...] = PAPER_METRICS + ("impact_normal_velocity_m_s", "
 #: Fewest participants (pairs) for a test to be computed.
 MIN_PARTICIPANTS = 3
 CONFIDENCE = 0.95
+#: Per-trial capture (1 or 0) from the logged outcome, or provisionally the kinematic
+#: ``captured`` metric (:func:`analysis.outcomes.capture_value`); its mean is the capture rate.
+CAPTURE_RATE = "capture_rate"
+#: Metrics that are rates of a yes/no per trial (Wilson intervals in the per-scenario summary).
+RATE_METRICS: frozenset[str] = frozenset({"reached", "captured", CAPTURE_RATE})
+#: Metrics summarised per scenario and condition.
+SCENARIO_METRICS: tuple[str, ...] = SUMMARY_METRICS + (CAPTURE_RATE,)
+#: Metrics compared between conditions within each scenario (paired per participant).
+SCENARIO_TEST_METRICS: tuple[str, ...] = (
+    "impact_velocity_m_s",
+    "time_to_reach_s",
+    "mse_velocity_m2_s2",
+    CAPTURE_RATE,
+)
+#: The paired test of :func:`pairwise_tests`, as named in the JSON comparisons.
+PAIRED_TEST = "wilcoxon_signed_rank"
 
 SUMMARY_COLUMNS = ("condition", "metric", "n", "mean", "std", "sem", "ci95_low", "ci95_high")
 FRIEDMAN_COLUMNS = ("metric", "conditions", "n", "statistic", "p", "kendall_w", "note")
@@ -56,11 +76,34 @@ PAIRWISE_COLUMNS = (
 )
 
 
-def ordered_conditions(conditions: Iterable[str]) -> list[str]:
-    """Conditions in the catalogue's order (dg, ng, apf, as), unknown ones after, sorted."""
+#: The order in which the paper presents its conditions (DG, NG, APF, then AS), used
+#: for tables and figures when the study does not give its own. Only an order: any
+#: condition name found in the logs is analysed (the names belong to the trials'
+#: condition registry, which analysis does not import; the logs carry them).
+PAPER_ORDER: tuple[str, ...] = ("dg", "ng", "apf", "as")
+
+
+def study_condition_order(design: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """The conditions in the order the study's ``study.json`` gives them: its protocol's
+    participant conditions, then its controller conditions (empty without a design)."""
+    if not design:
+        return ()
+    protocol = design.get("protocol")
+    source = protocol if isinstance(protocol, Mapping) else design
+    order: list[str] = []
+    for key in ("conditions", "controller_conditions"):
+        values = source.get(key) or ()
+        order += [str(value) for value in values if isinstance(value, str) and str(value) not in order]
+    return tuple(order)
+
+
+def ordered_conditions(conditions: Iterable[str], order: Sequence[str] = ()) -> list[str]:
+    """The conditions present, in ``order`` (e.g. :func:`study_condition_order`), then in
+    :data:`PAPER_ORDER`, then the rest sorted."""
     present = set(conditions)
-    known = [name for name in CONDITIONS if name in present]
-    return known + sorted(present - set(CONDITIONS))
+    ranked = list(dict.fromkeys([*order, *PAPER_ORDER]))
+    known = [name for name in ranked if name in present]
+    return known + sorted(present - set(ranked))
 
 
 def describe(values: ArrayLike) -> dict[str, float | int]:
@@ -88,6 +131,48 @@ def describe(values: ArrayLike) -> dict[str, float | int]:
     }
 
 
+def wilson_interval(successes: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Wilson score interval of a proportion ``successes / n`` (NaN, NaN for n = 0).
+
+    With ``z`` the two-sided normal quantile and ``q = successes / n``:
+    centre ``(q + z^2 / 2n) / (1 + z^2 / n)``, half-width
+    ``z / (1 + z^2 / n) * sqrt(q (1 - q) / n + z^2 / 4n^2)``.
+    """
+    if n <= 0:
+        return float("nan"), float("nan")
+    z = float(scipy_stats.norm.ppf(0.5 + confidence / 2.0))
+    q = successes / n
+    denominator = 1.0 + z * z / n
+    centre = (q + z * z / (2.0 * n)) / denominator
+    half = z / denominator * math.sqrt(q * (1.0 - q) / n + z * z / (4.0 * n * n))
+    # at q = 0 or 1 a bound is exactly 0 or 1; the formula leaves a rounding residue
+    low = 0.0 if successes <= 0 else max(0.0, centre - half)
+    high = 1.0 if successes >= n else min(1.0, centre + half)
+    return low, high
+
+
+def describe_rate(values: ArrayLike) -> dict[str, float | int]:
+    """:func:`describe` of yes/no values (1/0, NaN left out) with the Wilson 95 % interval."""
+    data = np.asarray(values, dtype=float)
+    data = data[np.isfinite(data)]
+    result = describe(data)
+    result["ci95_low"], result["ci95_high"] = wilson_interval(int(np.count_nonzero(data)), int(data.size))
+    return result
+
+
+def with_capture_rate(table: pd.DataFrame) -> pd.DataFrame:
+    """A copy of the study table with the :data:`CAPTURE_RATE` column (1.0 or 0.0 per trial)."""
+    result = table.copy()
+    result[CAPTURE_RATE] = [
+        capture_value(str(outcome), bool(provisional), bool(captured))
+        for outcome, provisional, captured in zip(
+            table["outcome"], table["outcome_provisional"], table["captured"], strict=True
+        )
+    ]
+    result[CAPTURE_RATE] = result[CAPTURE_RATE].astype(float)
+    return result
+
+
 def condition_summary(table: pd.DataFrame, metrics: Sequence[str] = SUMMARY_METRICS) -> pd.DataFrame:
     """Long table: one row per (condition, metric) with :func:`describe`'s columns."""
     rows: list[dict[str, Any]] = []
@@ -99,7 +184,7 @@ def condition_summary(table: pd.DataFrame, metrics: Sequence[str] = SUMMARY_METR
 
 
 def _numeric(column: pd.Series) -> NDArray[np.float64]:
-    return pd.to_numeric(column, errors="coerce").astype(float).to_numpy()
+    return cast(NDArray[np.float64], pd.to_numeric(column, errors="coerce").astype(float).to_numpy())
 
 
 def participant_means(table: pd.DataFrame, metric: str) -> pd.DataFrame:
@@ -212,28 +297,111 @@ def json_summary(table: pd.DataFrame, metrics: Sequence[str] = SUMMARY_METRICS) 
     """The study summary as a strictly JSON-serialisable dict (NaN and inf become None).
 
     Shape: ``{"conditions": {condition: {metric: {"mean", "std", "n", "ci95_low",
-    "ci95_high"}}}, "trials": N, "unreached": N, "incomplete": N}``; the catalogue's four
-    conditions are always present (n = 0 when a condition has no trial).
+    "ci95_high"}}}, "trials": N, "unreached": N, "incomplete": N, "provisional_outcomes":
+    N, "scenarios": ...}``; the paper's four conditions (:data:`PAPER_ORDER`) are always
+    present (n = 0 when a condition has no trial), and any other condition found in the
+    table after them. ``conditions`` pools every scenario; ``scenarios`` is
+    :func:`scenario_json` (only for a study table, which has the outcome columns).
     """
     summary = condition_summary(table, metrics)
-    conditions = ordered_conditions(list(CONDITIONS) + list(table["condition"]))
+    conditions = ordered_conditions(list(PAPER_ORDER) + list(table["condition"]))
     result: dict[str, Any] = {condition: {} for condition in conditions}
     empty = describe([])
     for condition in conditions:
         for metric in metrics:
             match = summary[(summary["condition"] == condition) & (summary["metric"] == metric)]
-            values = match.iloc[0].to_dict() if len(match) else {"metric": metric, **empty}
+            values = cast(dict[str, Any], match.iloc[0].to_dict()) if len(match) else {"metric": metric, **empty}
             result[condition][metric] = {
                 key: _json_number(values[key]) for key in ("mean", "std", "n", "ci95_low", "ci95_high")
             }
     reached = table["reached"].astype(bool) if len(table) else pd.Series(dtype=bool)
     complete = table["complete"].astype(bool) if len(table) else pd.Series(dtype=bool)
-    return {
+    result_json: dict[str, Any] = {
         "conditions": result,
         "trials": int(len(table)),
         "unreached": int((~reached).sum()),
         "incomplete": int((~complete).sum()),
     }
+    if "outcome" in table.columns:
+        result_json["provisional_outcomes"] = int(table["outcome_provisional"].astype(bool).sum())
+        result_json["scenarios"] = scenario_json(table)
+    return result_json
+
+
+def scenario_comparisons(table: pd.DataFrame, metrics: Sequence[str] = SCENARIO_TEST_METRICS) -> pd.DataFrame:
+    """:func:`pairwise_tests` of one scenario's trials, Holm-corrected over all its rows.
+
+    The table needs the :data:`CAPTURE_RATE` column if that metric is asked for (see
+    :func:`with_capture_rate`); each participant's capture rate per condition is then
+    the paired unit. Adds the column ``test``: :data:`PAIRED_TEST` where at least one
+    participant did both conditions, empty where none did (not compared).
+    """
+    frame = pairwise_tests(table, metrics)
+    frame["p_holm"] = holm(frame["p"].to_numpy(dtype=float)) if len(frame) else []
+    frame["test"] = [PAIRED_TEST if n > 0 else "" for n in frame["n"]]
+    frame.loc[frame["n"] == 0, "note"] = "no participant did both conditions (not paired)"
+    return frame
+
+
+def scenario_summaries(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Per scenario (sorted by name): its trials with the :data:`CAPTURE_RATE` column."""
+    table = with_capture_rate(table)
+    return {str(name): table[table["scenario"] == name] for name in sorted(set(table["scenario"]))}
+
+
+def scenario_condition_stats(
+    table: pd.DataFrame, condition: str, metrics: Sequence[str] = SCENARIO_METRICS
+) -> dict[str, dict[str, Any]]:
+    """:func:`describe` (or :func:`describe_rate` for :data:`RATE_METRICS`) of each metric
+    over ``condition``'s trials of ``table``, keyed by metric."""
+    subset = table[table["condition"] == condition]
+    return {
+        metric: (describe_rate if metric in RATE_METRICS else describe)(_numeric(subset[metric]))
+        for metric in metrics
+    }
+
+
+def scenario_json(table: pd.DataFrame) -> dict[str, Any]:
+    """The per-scenario part of :func:`json_summary` (strict JSON: NaN is None).
+
+    Shape: ``{scenario: {"trials": N, "conditions": {condition: {metric: {"mean", "std",
+    "n", "ci95_low", "ci95_high"}, ..., "outcomes": {outcome: count}}}, "comparisons":
+    [{"metric", "a", "b", "test", "p", "p_holm", "effect_size", "n", "note"}]}}``. Every
+    condition of the pooled summary is present in every scenario (n = 0 if not run
+    there); the outcome counts list every outcome seen in the scenario (0 where a
+    condition has none); ``effect_size`` is the matched-pairs rank-biserial correlation
+    of a - b.
+    """
+    conditions = ordered_conditions(list(PAPER_ORDER) + list(table["condition"]))
+    result: dict[str, Any] = {}
+    for name, subset in scenario_summaries(table).items():
+        outcomes = ordered_outcomes(subset["outcome"])
+        per_condition: dict[str, Any] = {}
+        for condition in conditions:
+            stats = scenario_condition_stats(subset, condition)
+            entry: dict[str, Any] = {
+                metric: {key: _json_number(values[key]) for key in ("mean", "std", "n", "ci95_low", "ci95_high")}
+                for metric, values in stats.items()
+            }
+            counts = subset.loc[subset["condition"] == condition, "outcome"].value_counts()
+            entry["outcomes"] = {outcome: int(counts.get(outcome, 0)) for outcome in outcomes}
+            per_condition[condition] = entry
+        comparisons = [
+            {
+                "metric": row["metric"],
+                "a": row["condition_a"],
+                "b": row["condition_b"],
+                "test": row["test"] or None,
+                "p": _json_number(row["p"]),
+                "p_holm": _json_number(row["p_holm"]),
+                "effect_size": _json_number(row["rank_biserial"]),
+                "n": int(row["n"]),
+                "note": row["note"],
+            }
+            for row in cast(list[dict[str, Any]], scenario_comparisons(subset).to_dict("records"))
+        ]
+        result[name] = {"trials": int(len(subset)), "conditions": per_condition, "comparisons": comparisons}
+    return result
 
 
 def _json_number(value: Any) -> float | int | None:
@@ -268,7 +436,8 @@ def _pairwise_row(metric: str, means: pd.DataFrame, a: str, b: str) -> dict[str,
         row["note"] = "all differences zero"
         return row
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", (RuntimeWarning, UserWarning))
+        warnings.simplefilter("ignore", RuntimeWarning)
+        warnings.simplefilter("ignore", UserWarning)
         result = scipy_stats.wilcoxon(pairs[a].to_numpy(), pairs[b].to_numpy(), alternative="two-sided")
     row.update(statistic=float(result.statistic), p=float(result.pvalue))
     return row

@@ -1,7 +1,8 @@
 """A study: every trial log under a directory, as one tidy table.
 
 One row per trial: its identity (trial_id, condition, participant, scenario, repetition,
-seed, ...) and every metric of :mod:`analysis.metrics`. Trials that never reached the
+seed, ...), its outcome (see :mod:`analysis.outcomes`) and every metric of
+:mod:`analysis.metrics`. Trials that never reached the
 target stay in the table (``reached`` False, reach metrics NaN); incomplete (crashed)
 trials stay too, marked ``complete`` False.
 
@@ -24,6 +25,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from analysis.metrics import METRIC_NAMES, TrialMetrics, compute_metrics, first_reach, relative_position_m
+from analysis.outcomes import trial_outcome
 from analysis.trial import STUDY_TABLE_KEY, Trial, is_study_table, read_trial
 from capture_trainer.errors import AnalysisError
 
@@ -45,6 +47,8 @@ ID_COLUMNS: tuple[str, ...] = (
     "seed",
     "model",
     "end_reason",
+    "outcome",
+    "outcome_provisional",
     "file",
 )
 
@@ -138,6 +142,7 @@ def trial_row(trial: Trial, metrics: TrialMetrics, file: str) -> dict[str, Any]:
     participant = meta.get("participant") or {}
     if not isinstance(participant, Mapping):
         participant = {"id": str(participant)}
+    outcome, provisional = trial_outcome(meta, metrics.reached, trial.complete)
     row: dict[str, Any] = {
         "trial_id": trial.trial_id,
         "condition": str(meta.get("condition", "unknown")),
@@ -148,6 +153,8 @@ def trial_row(trial: Trial, metrics: TrialMetrics, file: str) -> dict[str, Any]:
         "seed": _int_or_none(meta.get("seed")),
         "model": str(meta.get("model", "unknown")),
         "end_reason": str(meta.get("end_reason", "")),
+        "outcome": outcome,
+        "outcome_provisional": provisional,
         "file": file,
     }
     row.update(metrics.as_dict())
@@ -167,7 +174,9 @@ def trial_trace(trial: Trial, points: int = TRACE_POINTS) -> TrialTrace:
     relative = relative_position_m(trial)
     reach = first_reach(time_s, relative, trial.target_radius_m) if time_s.size else None
     step = max(1, math.ceil(time_s.size / points))
-    keep = np.unique(np.r_[np.arange(0, time_s.size, step), time_s.size - 1]) if time_s.size else []
+    keep: NDArray[np.intp] | list[int] = (
+        np.unique(np.r_[np.arange(0, time_s.size, step), time_s.size - 1]) if time_s.size else []
+    )
     reach_m = None
     if reach is not None:
         reach_m = np.array([np.interp(reach.time_s, time_s, relative[:, j]) for j in range(3)])

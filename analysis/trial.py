@@ -1,15 +1,15 @@
-"""Reading one trial log (the Parquet contract of :mod:`capture_trainer.trial_log`).
+"""One trial log as analysis sees it (the contract of :mod:`capture_trainer.trial_log`).
 
 A trial log is one Parquet file, one row per servo tick, with the trial's metadata as a
-JSON object under the key ``capture_trainer`` of the file's key-value metadata. This
-module turns such a file (or an in-memory frame plus its metadata) into a validated
-:class:`Trial`; every failure is an :class:`~capture_trainer.errors.AnalysisError` that
-names the file and what is wrong.
+JSON object under the key ``capture_trainer`` of the file's key-value metadata. The file
+is read by the contract's one reader (``trial_log.read_trial_log``); this module turns
+its table (or an in-memory frame plus its metadata) into a validated :class:`Trial`;
+every failure is an :class:`~capture_trainer.errors.AnalysisError` that names the file
+and what is wrong.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,7 +21,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from capture_trainer import trial_log
-from capture_trainer.errors import AnalysisError
+from capture_trainer.errors import AnalysisError, TrialLogError
 
 #: Metadata key of the study tables this package exports as Parquet, so that a study
 #: directory holding such an export is not mistaken for a broken trial log.
@@ -101,38 +101,17 @@ class Trial:
         return self.vectors(tuple(trial_log.joint_position_column(i) for i in range(self.n_joints)))
 
 
-def required_columns(n_joints: int) -> tuple[str, ...]:
-    """Every column the contract requires of a model with ``n_joints`` joints."""
-    return trial_log.float_columns(n_joints) + trial_log.FLAGS
-
-
 def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The trial metadata of a Parquet file, without reading its rows.
 
     Raises:
-        AnalysisError: the file is not Parquet, or carries no trial metadata.
+        AnalysisError: the file is not Parquet, carries no trial metadata, or has a format
+            version this package cannot read.
     """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    path = Path(path)
     try:
-        schema = pq.read_schema(path)
-    except (OSError, pa.ArrowException) as error:
-        raise AnalysisError(f"{path}: not a readable Parquet file ({error})") from error
-    raw = (schema.metadata or {}).get(trial_log.METADATA_KEY)
-    if raw is None:
-        raise AnalysisError(
-            f"{path}: not a capture-trainer trial log (no {trial_log.METADATA_KEY.decode()!r} "
-            "key in the Parquet metadata)"
-        )
-    try:
-        metadata = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise AnalysisError(f"{path}: trial metadata is not valid JSON ({error})") from error
-    if not isinstance(metadata, dict):
-        raise AnalysisError(f"{path}: trial metadata must be a JSON object")
-    return metadata
+        return trial_log.read_metadata(path)
+    except TrialLogError as error:
+        raise AnalysisError(str(error)) from error
 
 
 def is_study_table(path: str | os.PathLike[str]) -> bool:
@@ -160,16 +139,12 @@ def read_trial(path: str | os.PathLike[str]) -> Trial:
         AnalysisError: unreadable file, missing metadata or columns, unsupported format
             version, or times that are not increasing.
     """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     path = Path(path)
-    metadata = read_metadata(path)
     try:
-        frame = pq.read_table(path).to_pandas()
-    except (OSError, pa.ArrowException) as error:
-        raise AnalysisError(f"{path}: cannot read the trial's rows ({error})") from error
-    return make_trial(frame, metadata, path)
+        table, metadata = trial_log.read_trial_log(path)
+    except TrialLogError as error:
+        raise AnalysisError(str(error)) from error
+    return make_trial(table.to_pandas(), metadata, path)
 
 
 def make_trial(
@@ -181,12 +156,10 @@ def make_trial(
         AnalysisError: as :func:`read_trial`.
     """
     where = str(path) if path is not None else "trial frame"
-    version = metadata.get("format_version", trial_log.FORMAT_VERSION)
-    if not isinstance(version, int) or version > trial_log.FORMAT_VERSION:
-        raise AnalysisError(
-            f"{where}: trial log format_version {version!r} is not supported "
-            f"(this analysis reads versions up to {trial_log.FORMAT_VERSION})"
-        )
+    try:  # an in-memory frame's metadata may omit the version: it is this package's
+        trial_log.check_format_version(metadata.get("format_version", trial_log.FORMAT_VERSION), where)
+    except TrialLogError as error:
+        raise AnalysisError(str(error)) from error
     for key in ("target_radius_m", "n_joints"):
         if key not in metadata:
             raise AnalysisError(f"{where}: trial metadata lacks {key!r}")
@@ -200,7 +173,7 @@ def make_trial(
             f"{where}: n_joints must be >= 1 and target_radius_m >= 0, "
             f"got {n_joints} and {radius}"
         )
-    missing = [name for name in required_columns(n_joints) if name not in frame.columns]
+    missing = [name for name in trial_log.required_columns(n_joints) if name not in frame.columns]
     if missing:
         shown = ", ".join(missing[:8]) + (" ..." if len(missing) > 8 else "")
         raise AnalysisError(f"{where}: not a trial log, missing columns: {shown}")

@@ -11,7 +11,15 @@ before (``scheduler_woken_late``: the machine's share of the tail, not the loop'
 ``--contention`` adds runs with a Python thread beside the loop (what drawing or analysis
 does to the GIL): a drawing-like thread (5 ms of Python per 60 Hz frame), and a thread
 that never sleeps, once with the backend's switch interval (0.5 ms) and once with
-Python's default (5 ms), to show why the backend lowers it.
+Python's default (5 ms), to show why the backend lowers it (with 5 ms the loop cannot
+post a fresh force every 4 ms: the force watchdog trips, and the run's ``fault`` says so).
+
+``watchdog``: "stall begins -> zero force at the motors" of the independent force
+watchdog (the C servo callback), for a tick that sleeps, a thread that holds the GIL (a C
+call that keeps it) and a tick that never returns, each ``--stalls`` times for 100 ms
+with 2 N on the motors; timed on the double's clock from its log of every force
+committed (``haptics._hd_double.measure_stall``). The limit is ``force_deadline_s``
+(10 ms).
 """
 
 from __future__ import annotations
@@ -24,7 +32,12 @@ import platform
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from capture_trainer.errors import DeviceError
+
+if TYPE_CHECKING:
+    from haptics.openhaptics import OpenHapticsDevice
 
 PERIOD_KEYS = (("mean", "mean_period_ms"), ("p50", "p50_period_ms"), ("p99", "p99_period_ms"),
                ("p99.9", "p999_period_ms"), ("max", "max_period_ms"))
@@ -35,6 +48,8 @@ def add_bench(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="length of the measured run [s]")
     parser.add_argument("--contention", action="store_true",
                         help="also measure with a busy Python thread beside the loop")
+    parser.add_argument("--stalls", type=int, default=5,
+                        help="stalls of each kind timed for the force watchdog (0: none)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=_handler)
 
@@ -60,6 +75,16 @@ def _display_rate_python(stop: threading.Event) -> None:
         _python_work(0.005)
 
 
+def _open_touch(**options: Any) -> OpenHapticsDevice:
+    """The openhaptics backend through the registry (as the trials open it)."""
+    from haptics.backends import open_device
+    from haptics.openhaptics import OpenHapticsDevice
+
+    device = open_device("openhaptics", **options)
+    assert isinstance(device, OpenHapticsDevice)
+    return device
+
+
 def _measure(
     seconds: float,
     switch_interval_s: float | None,
@@ -69,12 +94,11 @@ def _measure(
     import numpy as np
 
     from haptics._hd_double import double_stats
-    from haptics.backends import open_device
 
     force = np.zeros(3)
     stiffness_n_m = 200.0
     stop = threading.Event()
-    with open_device("openhaptics", switch_interval_s=switch_interval_s) as device:
+    with _open_touch(switch_interval_s=switch_interval_s) as device:
         device.set_engaged(True)
         rate_hz = device.spec.rate_hz
 
@@ -89,8 +113,11 @@ def _measure(
             worker.start()
         if hasattr(lib, "hdd_reset_stats"):
             lib.hdd_reset_stats()  # the double's lateness counters cover the run only
+        fault = None
         try:
             device.clock().run(tick, int(round(seconds * rate_hz)))
+        except DeviceError as error:  # e.g. the force watchdog tripped: a result, not a crash
+            fault = str(error)
         finally:
             stop.set()
             if worker is not None:
@@ -111,6 +138,10 @@ def _measure(
         "callback_busy_ms": {"mean": run["busy_ms_mean"], "max": run["busy_ms_max"]},
         "switch_interval_s": switch_interval_s,
         "hd_errors": run["hd_errors"],
+        "answered_in_frame": run["answered_in_frame"],
+        "answered_late": run["answered_late"],
+        "samples_skipped": run["samples_skipped"],
+        "fault": fault,
     }
     if stats is not None:
         # The machine's share of the tail: the double's scheduler thread, asleep before
@@ -123,7 +154,40 @@ def _measure(
     return result
 
 
-def run_bench(seconds: float = 10.0, contention: bool = False) -> dict[str, Any]:
+def _measure_watchdog(stalls: int, lib: ctypes.CDLL) -> dict[str, Any]:
+    """Time "stall begins -> zero force" ``stalls`` times for each stall kind."""
+    import statistics
+
+    from haptics._hd_double import STALL_KINDS, measure_stall
+
+    out: dict[str, Any] = {}
+    for kind in STALL_KINDS:
+        runs = []
+        with _open_touch() as device:
+            device.set_engaged(True)
+            deadline_ms = 1e3 * device.safety.config.force_deadline_s
+            for _ in range(stalls):
+                device.clear_fault()
+                runs.append(measure_stall(device, lib, kind))
+        zeros = [r["zero_after_ms"] for r in runs if r["stalled"] and r["zero_after_ms"] is not None]
+        out[kind] = {
+            "stall_to_zero_ms": {
+                "min": min(zeros) if zeros else None,
+                "median": statistics.median(zeros) if zeros else None,
+                "max": max(zeros) if zeros else None,
+            },
+            "within_deadline": sum(z <= deadline_ms for z in zeros),
+            "stalls": len(runs),
+            "stalled": sum(bool(r["stalled"]) for r in runs),
+            "force_at_stall_n": [r["force_at_stall_n"] for r in runs],
+            "max_force_after_zero_n": max((r["max_force_after_zero_n"] or 0.0) for r in runs),
+            "fault_latched": all(r["fault"] is not None and "watchdog" in r["fault"] for r in runs),
+            "deadline_ms": deadline_ms,
+        }
+    return out
+
+
+def run_bench(seconds: float = 10.0, contention: bool = False, stalls: int = 5) -> dict[str, Any]:
     """Measure the device loop; returns the JSON-ready result."""
     from haptics._hd_api import LIBHD_ENV
     from haptics._hd_double import build_double
@@ -147,11 +211,13 @@ def run_bench(seconds: float = 10.0, contention: bool = False) -> dict[str, Any]
             "busy_thread_switch_0.5ms": _measure(seconds, 5e-4, _busy_python, lib),
             "busy_thread_switch_default_5ms": _measure(seconds, None, _busy_python, lib),
         }
+    if stalls > 0 and hasattr(lib, "hdd_motor_log"):  # timed on the double's motor log
+        result["watchdog"] = _measure_watchdog(stalls, lib)
     return result
 
 
 def _handler(args: argparse.Namespace) -> int:
-    result = run_bench(args.seconds, args.contention)
+    result = run_bench(args.seconds, args.contention, args.stalls)
     if args.json:
         print(json.dumps(result))
         return 0
@@ -166,5 +232,14 @@ def _handler(args: argparse.Namespace) -> int:
     for name, run in result.get("contention", {}).items():
         q = run["period_ms"]
         print(f"  busy Python thread, {name}: mean {q['mean']:.3f} ms, p99 {q['p99']:.3f} ms, "
-              f"max {q['max']:.3f} ms, overruns {run['overruns']}, rate {run['rate_hz']:.1f} Hz")
+              f"max {q['max']:.3f} ms, overruns {run['overruns']}, rate {run['rate_hz']:.1f} Hz"
+              + (f"; {run['fault']}" if run["fault"] else ""))
+    for kind, wd in result.get("watchdog", {}).items():
+        z = wd["stall_to_zero_ms"]
+        if z["max"] is None:
+            print(f"  force watchdog, {kind}: never zeroed ({wd['stalled']} of {wd['stalls']} stalls reached)")
+            continue
+        print(f"  force watchdog, {kind}: stall -> zero force {z['min']:.2f} / {z['median']:.2f} / "
+              f"{z['max']:.2f} ms (min / median / max of {wd['stalled']}), "
+              f"{wd['within_deadline']} within {wd['deadline_ms']:.0f} ms")
     return 0

@@ -1,6 +1,6 @@
 """`capture-trainer bench reaction`: the reactionless IK against the pseudoinverse on the plant.
 
-Runs the automatic capture (robot.capture, 6 s: approach, reach, 1 s tracking, then
+Runs the automatic capture (trials.capture, through the servo tick; 6 s: approach, reach, 1 s tracking, then
 holding on the target) twice, with the LSE solver (eq. 6) and with the minimum-norm
 pseudoinverse, and reports the base reaction torque *measured on the simulated plant*
 (from the rate of change of the base's angular momentum), the base attitude drift and the
@@ -13,20 +13,27 @@ import argparse
 import json
 import math
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    from trials.capture import AutoCaptureResult
 
 
 def add_bench(subparsers: argparse._SubParsersAction) -> None:
     """Register ``bench reaction``."""
-    from capture_trainer.catalog import MODEL_NAMES
+    from robot.models import MODELS
 
     parser = subparsers.add_parser("reaction", help="base reaction torque of LSE vs pseudoinverse (automatic capture)")
-    parser.add_argument("--model", choices=MODEL_NAMES, default=MODEL_NAMES[0])
+    parser.add_argument("--model", choices=MODELS.names(), default=MODELS.names()[0])
     parser.add_argument("--duration", type=float, default=6.0, help="simulated seconds (default 6)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=run)
 
 
-def _rms(values) -> float:
+def _rms(values: NDArray[np.float64]) -> float:
     import numpy as np
 
     return float(np.sqrt(np.mean(np.square(values)))) if len(values) else math.nan
@@ -36,7 +43,7 @@ def measure(model_name: str, duration_s: float = 6.0) -> dict[str, object]:
     """Both captures and the comparison, as plain data (the JSON of ``bench reaction``)."""
     import numpy as np
 
-    from robot.capture import POST_CAPTURE_WINDOW_S, run_automatic_capture
+    from trials.capture import POST_CAPTURE_WINDOW_S, run_automatic_capture
     from robot.models import get_model
 
     model = get_model(model_name)
@@ -48,8 +55,8 @@ def measure(model_name: str, duration_s: float = 6.0) -> dict[str, object]:
     t_reach = lse.first_reach_time_s if math.isfinite(lse.first_reach_time_s) else duration_s
     window = lse.t_s <= t_reach + POST_CAPTURE_WINDOW_S
 
-    def torque_norm(result, mask=None):
-        tau = np.linalg.norm(result.base_torque_n_m[:, rows], axis=1)
+    def torque_norm(result: AutoCaptureResult, mask: NDArray[np.bool_] | None = None) -> NDArray[np.float64]:
+        tau: NDArray[np.float64] = np.linalg.norm(result.base_torque_n_m[:, rows], axis=1)
         return tau if mask is None else tau[mask]
 
     lse_rms, pinv_rms = _rms(torque_norm(lse)), _rms(torque_norm(pinv))

@@ -21,10 +21,12 @@ WARMUP_TICKS = 1000
 
 
 def add_bench(subparsers: argparse._SubParsersAction) -> None:
+    from trials.conditions import CONDITIONS
+
     parser = subparsers.add_parser("servo", help="servo-tick latency per stage (JSON)")
     parser.add_argument("--model", choices=sorted(MODEL_SCENARIOS), default="planar-3r")
     parser.add_argument("--ticks", type=int, default=20_000)
-    parser.add_argument("--condition", default="dg", choices=("dg", "apf", "ng", "as"))
+    parser.add_argument("--condition", default="dg", choices=CONDITIONS.names())
     parser.add_argument("--json", action="store_true")
     parser.set_defaults(handler=_handler)
 
@@ -32,7 +34,7 @@ def add_bench(subparsers: argparse._SubParsersAction) -> None:
 def measure_servo(model: str, ticks: int, condition: str = "dg") -> dict[str, object]:
     """Time ``ticks`` servo ticks of ``model``'s benchmark scenario (see module doc)."""
     from trials.runner import DT_S, TrialRequest, build_trial
-    from trials.tick import STAGES, TickProfile
+    from trials.tick import STAGES, StageTimer
 
     with tempfile.TemporaryDirectory() as out:
         request = TrialRequest(
@@ -47,8 +49,8 @@ def measure_servo(model: str, ticks: int, condition: str = "dg") -> dict[str, ob
         tick = trial.tick
         for _ in range(WARMUP_TICKS):
             tick()
-        profile = TickProfile(ticks)
-        tick.profile = profile
+        profile = StageTimer(ticks)
+        tick.timer = profile
         gc.collect()
         rss_before = rss_bytes()
         started = time.perf_counter()

@@ -6,11 +6,39 @@ Positions, velocities and forces are in the **task frame** (the robot's inertial
 unless the name starts with ``dev_`` (the haptic device's frame).
 
 The trial's metadata is one JSON object stored under the key ``capture_trainer`` of the
-Parquet file's key-value metadata (see :data:`METADATA_KEYS`).
+Parquet file's key-value metadata (see :data:`METADATA_KEYS`); its ``format_version`` is
+the version of this contract the file was written with.
+
+This module is the whole contract: the column names and units, the flags, the metadata
+keys and their size bounds, the schema the writer builds (:class:`LogSchema`), how a file
+is written (:func:`write_file`) and the one reader (:func:`read_trial_log`,
+:func:`read_metadata`). ``trials.recorder`` writes through it and ``analysis`` reads
+through it. pyarrow is imported only by the functions that need it.
+
+How a file is written: the writer rewrites the whole file atomically (a temporary file,
+then ``os.replace``) about twice a second, never appending to it, because Parquet writes
+its footer (schema, row-group index, key-value metadata) only when a file is closed; a
+file appended to row group by row group is unreadable until then, so a crash or a full
+disk would lose every row. With atomic rewrites the path always holds the last complete
+write: a crashed trial leaves a readable file marked ``complete: false``, and so does a
+write that fails (its temporary file is removed, the previous file is untouched).
 """
 
 from __future__ import annotations
 
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from capture_trainer.errors import TrialLogError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+#: The version this package writes; it reads every version up to this one.
 FORMAT_VERSION = 1
 METADATA_KEY = b"capture_trainer"
 AXES = ("x", "y", "z")
@@ -126,6 +154,280 @@ METADATA_KEYS = {
     "post_capture_window_s": "float, 1.0 by default",
     "device": "object, the device spec read at start (max_force_n, ...)",
     "servo_timing": "object: period histogram, overruns, worst tick (optional)",
-    "complete": "bool, false while the trial is being written or after a crash",
-    "end_reason": "str: time_limit | captured | aborted | fault (optional)",
+    "started_at": "str, local wall-clock time the trial was built (ISO 8601, optional)",
+    "complete": "bool, false while the trial is being written, after a crash or a failed write",
+    "end_reason": "str: time_limit | captured | aborted | fault | write_failed (optional)",
+    "write_error": "str, why writing the file failed (only after a failed write)",
+    "rows": "int, rows in the file (written by the recorder)",
 }
+
+#: Longest text (any string in the metadata, at any depth, keys included) [UTF-8 bytes].
+#: The metadata is rewritten with every flush of a running trial, so it must stay small.
+MAX_TEXT_BYTES = 4 * 1024
+#: Largest metadata object, encoded as JSON [bytes]; a real trial's is about 4 KiB.
+MAX_METADATA_BYTES = 64 * 1024
+#: Deepest nesting of objects and lists in the metadata.
+MAX_METADATA_DEPTH = 16
+#: Rows per Parquet row group: the writer encodes one group at a time, so the memory a
+#: write needs stays bounded however long the trial.
+ROW_GROUP_ROWS = 2000
+
+
+@dataclass(frozen=True)
+class LogSchema:
+    """The columns of one trial file: float64 signals, then boolean flags.
+
+    Args:
+        float_columns: float64 column names, in the writer's row-buffer order.
+        flag_columns: boolean column names; flag ``i`` is bit ``i`` of the writer's
+            integer of flag bits (at most 64).
+
+    Raises:
+        TrialLogError: a name repeats, is empty, or there are more than 64 flags.
+    """
+
+    float_columns: tuple[str, ...]
+    flag_columns: tuple[str, ...] = FLAGS
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "float_columns", tuple(self.float_columns))
+        object.__setattr__(self, "flag_columns", tuple(self.flag_columns))
+        names = self.names
+        if len(set(names)) != len(names) or not all(isinstance(n, str) and n for n in names):
+            raise TrialLogError(f"trial log columns must be unique, non-empty names, got {names}")
+        if len(self.flag_columns) > 64:
+            raise TrialLogError(f"at most 64 flag columns, got {len(self.flag_columns)}")
+
+    @classmethod
+    def for_model(cls, n_joints: int) -> LogSchema:
+        """Every column of a trial of a model with ``n_joints`` joints (what analysis needs)."""
+        return cls(float_columns(n_joints), FLAGS)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """All column names in file order."""
+        return self.float_columns + self.flag_columns
+
+    def flag_bit(self, name: str) -> int:
+        """The bit of flag column ``name`` in an integer of flag bits."""
+        return 1 << self.flag_columns.index(name)
+
+    def arrow_schema(self, metadata_json: bytes) -> pa.Schema:
+        """The Arrow schema of the file, with the encoded metadata (:func:`encode_metadata`)."""
+        import pyarrow as pa
+
+        fields = [pa.field(n, pa.float64()) for n in self.float_columns]
+        fields += [pa.field(n, pa.bool_()) for n in self.flag_columns]
+        return pa.schema(fields, metadata={METADATA_KEY: metadata_json})
+
+    def table(self, columns: Sequence[pa.Array | pa.ChunkedArray], metadata_json: bytes) -> pa.Table:
+        """A table of this schema from its columns (floats, then flags) and encoded metadata."""
+        import pyarrow as pa
+
+        return pa.Table.from_arrays(list(columns), schema=self.arrow_schema(metadata_json))
+
+
+def required_columns(n_joints: int) -> tuple[str, ...]:
+    """Every column the contract requires of a model with ``n_joints`` joints."""
+    return LogSchema.for_model(n_joints).names
+
+
+def encode_metadata(metadata: Mapping[str, Any]) -> bytes:
+    """Check the metadata's bounds and encode it as the file stores it (UTF-8 JSON).
+
+    numpy arrays and scalars and paths are converted; NaN and infinities are kept (as
+    JSON's ``NaN`` / ``Infinity`` extensions, which the reader accepts).
+
+    Raises:
+        TrialLogError: a text longer than :data:`MAX_TEXT_BYTES` (the message names the
+            field, e.g. ``scenario_config.description``), nesting deeper than
+            :data:`MAX_METADATA_DEPTH`, a value JSON cannot hold, or an encoded object
+            larger than :data:`MAX_METADATA_BYTES`.
+    """
+    _check_text_bounds(metadata, "", 0)
+    try:
+        encoded = json.dumps(dict(metadata), default=_json_default).encode()
+    except (TypeError, ValueError) as error:
+        raise TrialLogError(f"trial metadata cannot be written as JSON: {error}") from None
+    if len(encoded) > MAX_METADATA_BYTES:
+        sizes = sorted(((len(json.dumps(v, default=_json_default)), k) for k, v in metadata.items()), reverse=True)
+        largest = ", ".join(f"{key} ({size} bytes)" for size, key in sizes[:3])
+        raise TrialLogError(
+            f"trial metadata is {len(encoded)} bytes as JSON; at most {MAX_METADATA_BYTES} are "
+            f"allowed (largest fields: {largest})"
+        )
+    return encoded
+
+
+def clip_text(text: str, max_bytes: int = MAX_TEXT_BYTES) -> str:
+    """``text`` cut to at most ``max_bytes`` UTF-8 bytes (ending in "..." when cut), for
+    texts the program writes itself (an error's repr as an end reason)."""
+    encoded = text.encode("utf-8", "replace")
+    if len(encoded) <= max_bytes:
+        return text
+    return encoded[: max_bytes - 3].decode("utf-8", "ignore") + "..."
+
+
+def _check_text_bounds(value: Any, where: str, depth: int) -> None:
+    if depth > MAX_METADATA_DEPTH:
+        raise TrialLogError(f"trial metadata field {where!r} is nested deeper than {MAX_METADATA_DEPTH} levels")
+    if isinstance(value, str):
+        # A character is 1 to 4 UTF-8 bytes: encode only when the length alone cannot tell.
+        size = len(value) if len(value) > MAX_TEXT_BYTES else len(value.encode("utf-8", "surrogatepass"))
+        if size > MAX_TEXT_BYTES:
+            raise TrialLogError(
+                f"trial metadata field {where or '(top level)'!r} is {size} bytes long; "
+                f"at most {MAX_TEXT_BYTES} bytes are allowed"
+            )
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            name = f"{where}.{key}" if where else str(key)
+            _check_text_bounds(str(key), name if len(name) <= 80 else name[:77] + "...", depth + 1)
+            _check_text_bounds(item, name, depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            _check_text_bounds(item, f"{where}[{index}]", depth + 1)
+
+
+def _json_default(value: Any) -> Any:
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def decode_metadata(raw: bytes | None, where: str) -> dict[str, Any]:
+    """The metadata object of a file (``raw``: its :data:`METADATA_KEY` value), version-checked.
+
+    Raises:
+        TrialLogError: no metadata, not a JSON object, or a format version this package
+            cannot read.
+    """
+    if raw is None:
+        raise TrialLogError(
+            f"{where}: not a capture-trainer trial log (no {METADATA_KEY.decode()!r} key in the "
+            "Parquet metadata)"
+        )
+    try:
+        metadata = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise TrialLogError(f"{where}: trial metadata is not valid JSON ({error})") from None
+    if not isinstance(metadata, dict):
+        raise TrialLogError(f"{where}: trial metadata must be a JSON object")
+    if "format_version" not in metadata:
+        raise TrialLogError(f"{where}: trial metadata has no format_version")
+    check_format_version(metadata["format_version"], where)
+    return metadata
+
+
+def check_format_version(version: object, where: str) -> int:
+    """``version`` if this package reads it.
+
+    Raises:
+        TrialLogError: not a positive integer, or newer than :data:`FORMAT_VERSION`.
+    """
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise TrialLogError(f"{where}: unknown trial log format_version {version!r}")
+    if version > FORMAT_VERSION:
+        raise TrialLogError(
+            f"{where}: trial log format_version {version} is newer than this capture-trainer "
+            f"reads (up to {FORMAT_VERSION}); upgrade capture-trainer to read it"
+        )
+    return version
+
+
+class TrialLog(NamedTuple):
+    """A trial file as read: ``table, metadata = read_trial_log(path)``.
+
+    Attributes:
+        table: one row per servo tick; float64 signal columns and boolean flag columns.
+        metadata: the metadata object (:data:`METADATA_KEYS`); ``complete`` is false, or
+            missing, for a trial that crashed or whose writing failed.
+    """
+
+    table: pa.Table
+    metadata: dict[str, Any]
+
+
+def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The metadata of a trial file, without reading its rows.
+
+    Raises:
+        TrialLogError: not a readable Parquet file, not a trial log, or a format version
+            this package cannot read.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        schema = pq.read_schema(path)
+    except (OSError, pa.ArrowException) as error:
+        raise TrialLogError(f"{path}: not a readable Parquet file ({_one_line(error)})") from None
+    return decode_metadata((schema.metadata or {}).get(METADATA_KEY), str(path))
+
+
+def read_trial_log(path: str | os.PathLike[str]) -> TrialLog:
+    """Read a trial file: its rows and its metadata (the one reader of the contract).
+
+    An incomplete file (a trial that crashed, was aborted, or whose writing failed) reads
+    like any other: it holds the rows of its last successful write and its metadata says
+    ``complete: false``. Columns are not checked against :func:`required_columns` here:
+    a consumer that needs a model's columns checks them (``analysis`` does).
+
+    Raises:
+        TrialLogError: not a readable Parquet file, not a trial log, or a format version
+            newer than this package reads (one line naming the file).
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    metadata = read_metadata(path)
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowException) as error:
+        raise TrialLogError(f"{path}: cannot read the trial's rows ({_one_line(error)})") from None
+    return TrialLog(table, metadata)
+
+
+def write_file(table: pa.Table, path: str | os.PathLike[str]) -> None:
+    """Write a trial file atomically: a hidden temporary file beside it, then ``os.replace``.
+
+    On failure the temporary file is removed and ``path`` keeps its previous content.
+
+    Raises:
+        OSError, pyarrow.ArrowException: the write failed (the caller reports it).
+    """
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        pq.write_table(table, tmp, use_dictionary=False, compression="zstd", row_group_size=ROW_GROUP_ROWS)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        raise
+
+
+def _one_line(error: BaseException) -> str:
+    """An error as one line: ``[Errno 28] No space left on device`` for OS errors."""
+    if isinstance(error, OSError) and error.errno is not None:
+        # pyarrow wraps the system's text ("Error writing bytes to file. Detail: ..."):
+        # the errno alone says it the way Python's own OSError does.
+        return f"[Errno {error.errno}] {os.strerror(error.errno)}"
+    text = " ".join(str(error).split())
+    return text or type(error).__name__
+
+
+def describe_write_failure(path: str | os.PathLike[str], error: BaseException) -> str:
+    """The one-line reason a write failed, e.g.
+    ``writing runs/x.parquet failed: [Errno 28] No space left on device``."""
+    return f"writing {path} failed: {_one_line(error)}"

@@ -1,4 +1,4 @@
-"""Compiled per-tick kernels (numba, ``cache=True``) of the guidance laws.
+"""Compiled per-tick kernels (numba, ``cache=True``) of the guidance laws and the force framing.
 
 Each kernel performs the same floating-point operations, in the same order, as the
 documented Python form in its law's module, and writes into caller-owned arrays (no
@@ -10,9 +10,6 @@ from __future__ import annotations
 import math
 
 from numba import njit
-
-#: Smallest positive normal double (``sys.float_info.min``).
-SMALLEST_NORMAL = 2.2250738585072014e-308
 
 #: ``CapturePath`` damping kinds (kernel codes).
 UNDER, CRITICAL, OVER = 0, 1, 2
@@ -73,181 +70,21 @@ def dynamic_guidance_force(  # type: ignore[no-untyped-def]
     return math.sqrt(deviation_sq)
 
 
-_T27 = 134217729.0  # 2**27 + 1: Veltkamp split of a double into two 26-bit halves
-
-
 @njit(cache=True)
-def hypot3(x, y, z):  # type: ignore[no-untyped-def]
-    """``math.hypot(x, y, z)`` to the last bit: CPython's ``vector_norm`` (3.8+).
-
-    The largest magnitude scales the components to [0.5, 1); the squares are summed
-    with error-free transforms and the root gets one Newton correction, so the result
-    is within one ulp of the true norm and never overflows or underflows on the way.
-    """
-    ax = abs(x)
-    ay = abs(y)
-    az = abs(z)
-    mx = 0.0
-    found_nan = False
-    for v in (ax, ay, az):
-        found_nan |= v != v
-        if v > mx:
-            mx = v
-    if math.isinf(mx):
-        return mx
-    if found_nan:
-        return math.nan
-    if mx == 0.0:
-        return mx
-    max_e = math.frexp(mx)[1]
-    csum = 1.0
-    frac1 = 0.0
-    frac2 = 0.0
-    frac3 = 0.0
-    if max_e < -1023:  # subnormal scale: divide by the largest instead (CPython's fallback)
-        for v in (ax, ay, az):
-            x = v / mx
-            x = x * x
-            oldcsum = csum
-            csum += x
-            frac1 += (oldcsum - csum) + x
-        return mx * math.sqrt(csum - 1.0 + frac1)
-    scale = math.ldexp(1.0, -max_e)
-    for v in (ax, ay, az):
-        x = v * scale
-        t = x * _T27
-        hi = t - (t - x)
-        lo = x - hi
-        x = hi * hi
-        oldcsum = csum
-        csum += x
-        frac1 += (oldcsum - csum) + x
-        x = 2.0 * hi * lo
-        oldcsum = csum
-        csum += x
-        frac2 += (oldcsum - csum) + x
-        frac3 += lo * lo
-    h = math.sqrt(csum - 1.0 + (frac1 + frac2 + frac3))
-    x = h
-    t = x * _T27
-    hi = t - (t - x)
-    lo = x - hi
-    x = -hi * hi
-    oldcsum = csum
-    csum += x
-    frac1 += (oldcsum - csum) + x
-    x = -2.0 * hi * lo
-    oldcsum = csum
-    csum += x
-    frac2 += (oldcsum - csum) + x
-    x = -lo * lo
-    oldcsum = csum
-    csum += x
-    frac3 += (oldcsum - csum) + x
-    x = csum - 1.0 + (frac1 + frac2 + frac3)
-    return (h + x / (2.0 * h)) / scale
-
-
-@njit(cache=True)
-def clamp_norm3(x, y, z, limit):  # type: ignore[no-untyped-def]
-    """``guidance.rendering.clamp_norm3`` compiled (the same operations)."""
-    norm = hypot3(x, y, z)
-    if norm <= limit:
-        return x, y, z, False
-    if not (math.isfinite(x) and math.isfinite(y) and math.isfinite(z)):
-        return 0.0, 0.0, 0.0, True
-    k = limit / norm
-    if k < SMALLEST_NORMAL:
-        return x / norm * limit, y / norm * limit, z / norm * limit, True
-    return x * k, y * k, z * k, True
-
-
-@njit(cache=True)
-def _clip(x, limit):  # type: ignore[no-untyped-def]
-    """Python's ``min(max(x, -limit), limit)`` (same tie and signed-zero choices)."""
-    if -limit > x:
-        x = -limit
-    if limit < x:
-        x = limit
-    return x
-
-
-@njit(cache=True)
-def render_force(sr, force, state, calc, act, max_force, norm_mode, rate, dt_s):  # type: ignore[no-untyped-def]
-    """``ForceRenderer.render`` (see there): map, ramp, saturate, rate-limit.
+def frame_force(sr, force, out):  # type: ignore[no-untyped-def]
+    """``ForceRenderer.render``: ``out = sr @ force`` with ``sr = force_scale R_dev<-task``.
 
     Args:
-        sr: (3, 3) ``force_scale R`` (task to device frame).
-        force: (3,) task-frame force [N].
-        state: (2,) ``[on_time_s, ramp_time_s]``; ``on_time_s`` advanced in place.
-        calc, act: (3,) calculated and actuated device forces [N], written in place
-            (``act`` also holds the previous output for the rate limit).
-        max_force: saturation limit [N]; norm_mode: True = norm, False = per axis.
-        rate: largest rate of change of ``act`` [N/s] (negative: no rate limit).
-        dt_s: period [s].
-
-    Returns:
-        0 ok, 1 saturated (or rate-limited), 2 fault (non-finite input); the ramp gain.
+        sr: (3, 3) scaled rotation, task to device frame.
+        force: (3,) task-frame force on the hand [N].
+        out: (3,) written with the device-frame force [N] (not limited: NaN stays NaN).
     """
     fx = force[0]
     fy = force[1]
     fz = force[2]
-    cx = sr[0, 0] * fx + sr[0, 1] * fy + sr[0, 2] * fz
-    cy = sr[1, 0] * fx + sr[1, 1] * fy + sr[1, 2] * fz
-    cz = sr[2, 0] * fx + sr[2, 1] * fy + sr[2, 2] * fz
-    if not (math.isfinite(cx) and math.isfinite(cy) and math.isfinite(cz) and math.isfinite(dt_s)):
-        for i in range(3):
-            calc[i] = 0.0
-            act[i] = 0.0
-        return 2, 0.0
-    calc[0] = cx
-    calc[1] = cy
-    calc[2] = cz
-    dt = 0.0 if 0.0 > dt_s else dt_s
-    ramp = state[1]
-    if ramp > 0.0:
-        gain = state[0] / ramp
-        if not gain < 1.0:
-            gain = 1.0
-        state[0] += dt
-    else:
-        gain = 1.0
-    x = gain * cx
-    y = gain * cy
-    z = gain * cz
-    if norm_mode:
-        x, y, z, saturated = clamp_norm3(x, y, z, max_force)
-    else:
-        if x != x or y != y or z != z:
-            x = y = z = 0.0
-            saturated = True
-        else:
-            ox = x
-            oy = y
-            oz = z
-            x = _clip(x, max_force)
-            y = _clip(y, max_force)
-            z = _clip(z, max_force)
-            saturated = x != ox or y != oy or z != oz
-    if rate >= 0.0:
-        max_step = rate * dt
-        px = act[0]
-        py = act[1]
-        pz = act[2]
-        dx = x - px
-        dy = y - py
-        dz = z - pz
-        step = math.sqrt(dx * dx + dy * dy + dz * dz)
-        if not step <= max_step:
-            k = max_step / step
-            x = px + dx * k
-            y = py + dy * k
-            z = pz + dz * k
-            saturated = True
-    act[0] = x
-    act[1] = y
-    act[2] = z
-    return (1 if saturated else 0), gain
+    out[0] = sr[0, 0] * fx + sr[0, 1] * fy + sr[0, 2] * fz
+    out[1] = sr[1, 0] * fx + sr[1, 1] * fy + sr[1, 2] * fz
+    out[2] = sr[2, 0] * fx + sr[2, 1] * fy + sr[2, 2] * fz
 
 
 @njit(cache=True)

@@ -44,26 +44,36 @@ Choice of ``m`` and ``c`` (task frame, with ``force_scale = 1`` device N per tas
 about 8 N in x and −3.8 N in y at 0.28 m; APF with the same stiffness ``m k_p = 38.5 N/m``
 gives Fig. 14's 10 N and −3.8 N). ``c = 0.7 N s/m`` makes the deviation dynamics
 critically damped (``k_d + 2c/m = 2 √k_p``), so a hand pushed off the path returns
-without overshoot. See ``docs/readme/guidance.md``.
+without overshoot. See ``docs/guidance.md``.
 """
 
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 
+from capture_trainer.params import Param
 from guidance._kernels import CRITICAL, OVER, UNDER, capture_basis, dynamic_guidance_force, dynamic_guidance_step
 from guidance.state import GuidanceState
 
 
-def _positive(name: str, value: float, allow_zero: bool = False) -> float:
-    value = float(value)
-    ok = value >= 0.0 if allow_zero else value > 0.0
-    if not (ok and math.isfinite(value)):
-        raise ValueError(f"{name} must be finite and {'>= 0' if allow_zero else '> 0'}, got {value}")
-    return value
+#: DG's parameters (the keyword arguments of :class:`DynamicGuidance`), with unit and
+#: range: the constructor checks its arguments with these and a scenario file's
+#: ``[guidance.dg]`` table is checked with the same declarations.
+DG_PARAMS: tuple[Param, ...] = (
+    Param("m_kg", "kg", minimum=0.0, strict=True),
+    Param("c_n_s_m", "N s/m", minimum=0.0),
+    Param("k_p", "1/s^2", minimum=0.0, strict=True),
+    Param("k_d", "1/s", minimum=0.0),
+    Param("takeover_force_n", "N", minimum=0.0, strict=True),
+    Param("takeover_hold_s", "s", minimum=0.0),
+    Param("max_path_deviation_m", "m", minimum=0.0),
+    Param("replan_interval_s", "s", minimum=0.0),
+)
+_PARAM = {param.name: param for param in DG_PARAMS}
 
 
 class CapturePath:
@@ -74,8 +84,8 @@ class CapturePath:
     """
 
     def __init__(self, k_p: float, k_d: float) -> None:
-        self.k_p = _positive("k_p", k_p)
-        self.k_d = _positive("k_d", k_d, allow_zero=True)
+        self.k_p = _PARAM["k_p"].check(k_p)
+        self.k_d = _PARAM["k_d"].check(k_d)
         self.t0_s = 0.0
         self.e0_m = np.zeros(3)
         self.de0_m_s = np.zeros(3)
@@ -132,6 +142,7 @@ class DynamicGuidance:
     """
 
     name = "dg"
+    PARAMS: ClassVar[tuple[Param, ...]] = DG_PARAMS
 
     def __init__(
         self,
@@ -145,15 +156,15 @@ class DynamicGuidance:
         max_path_deviation_m: float = 0.1,
         replan_interval_s: float = 0.1,
     ) -> None:
-        self.m_kg = _positive("m_kg", m_kg)
-        self.c_n_s_m = _positive("c_n_s_m", c_n_s_m, allow_zero=True)
+        self.m_kg = _PARAM["m_kg"].check(m_kg)
+        self.c_n_s_m = _PARAM["c_n_s_m"].check(c_n_s_m)
         self.path = CapturePath(k_p, k_d)
         self.k_p = self.path.k_p
         self.k_d = self.path.k_d
-        self.takeover_force_n = _positive("takeover_force_n", takeover_force_n)
-        self.takeover_hold_s = _positive("takeover_hold_s", takeover_hold_s, allow_zero=True)
-        self.max_path_deviation_m = _positive("max_path_deviation_m", max_path_deviation_m, allow_zero=True)
-        self.replan_interval_s = _positive("replan_interval_s", replan_interval_s, allow_zero=True)
+        self.takeover_force_n = _PARAM["takeover_force_n"].check(takeover_force_n)
+        self.takeover_hold_s = _PARAM["takeover_hold_s"].check(takeover_hold_s)
+        self.max_path_deviation_m = _PARAM["max_path_deviation_m"].check(max_path_deviation_m)
+        self.replan_interval_s = _PARAM["replan_interval_s"].check(replan_interval_s)
         self._out = np.zeros(3)
         # For the compiled tick: gains and thresholds, and when a take-over started [s].
         self._gains = np.array([

@@ -7,11 +7,12 @@ Sign convention (every law): ``force(state)`` returns the force applied **to the
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
 
+from capture_trainer.params import Param
 from guidance.state import GuidanceState
 
 
@@ -58,6 +59,7 @@ class NoGuidance(StatelessLaw):
     """No guidance force (the paper's NG condition): always zero."""
 
     name = "ng"
+    PARAMS: ClassVar[tuple[Param, ...]] = ()
 
     def force(self, state: GuidanceState) -> NDArray[np.float64]:
         """Zero force [N], task frame."""

@@ -6,7 +6,7 @@ from guidance.dynamic import CapturePath, DynamicGuidance
 from guidance.fixtures import JointLimitProximity, ReachLimit, WorkspaceWalls
 from guidance.law import GuidanceLaw, NoGuidance, Sum
 from guidance.potential import ObstacleField, PotentialField, SphereObstacle
-from guidance.registry import LAW_NAMES, GuidanceConfigError, make_law
+from guidance.registry import LAWS, GuidanceConfigError, make_law
 from guidance.state import GuidanceState
 
 __all__ = [
@@ -16,7 +16,7 @@ __all__ = [
     "GuidanceLaw",
     "GuidanceState",
     "JointLimitProximity",
-    "LAW_NAMES",
+    "LAWS",
     "NoGuidance",
     "ObstacleField",
     "PotentialField",

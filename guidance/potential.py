@@ -18,10 +18,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 
+from capture_trainer.params import Param
 from guidance.law import StatelessLaw
 from guidance.state import GuidanceState
 
@@ -108,6 +110,12 @@ class PotentialField(StatelessLaw):
     """
 
     name = "apf"
+    #: The numeric parameters (what a scenario's ``[guidance.apf]`` may set), checked
+    #: here and by the scenario loader with the same declarations.
+    PARAMS: ClassVar[tuple[Param, ...]] = (
+        Param("k_n_m", "N/m", minimum=0.0, strict=True),
+        Param("saturation_distance_m", "m", minimum=0.0, strict=True, optional=True),
+    )
 
     def __init__(
         self,
@@ -116,11 +124,9 @@ class PotentialField(StatelessLaw):
         obstacles: Sequence[SphereObstacle] = (),
     ) -> None:
         super().__init__()
-        self.k_n_m = _finite_positive("k_n_m", k_n_m)
-        self.saturation_distance_m = (
-            None if saturation_distance_m is None else _finite_positive("saturation_distance_m", saturation_distance_m)
-        )
-        super().__init__()
+        stiffness, saturation = self.PARAMS
+        self.k_n_m = stiffness.check(k_n_m)
+        self.saturation_distance_m = saturation.check_optional(saturation_distance_m)
         self.obstacles = tuple(obstacles)
 
     def force(self, state: GuidanceState) -> NDArray[np.float64]:

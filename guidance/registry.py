@@ -1,11 +1,18 @@
-"""Guidance laws by name, so scenarios, protocols and the CLI refer to them by string."""
+"""Guidance laws by name, so scenarios, protocols and the CLI refer to them by string.
+
+:data:`LAWS` is the one list of law names. Each registered class declares its numeric
+parameters (``PARAMS``: name, unit, range); the class checks its arguments with them,
+and a scenario loader handed this registry checks a file's ``[guidance.<law>]`` table
+with the same declarations.
+"""
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Callable
+from typing import Any, Protocol
 
 from capture_trainer.errors import CaptureTrainerError
+from capture_trainer.params import Param
+from capture_trainer.registry import Registry
 from guidance.dynamic import DynamicGuidance
 from guidance.law import GuidanceLaw, NoGuidance
 from guidance.potential import PotentialField
@@ -15,14 +22,22 @@ class GuidanceConfigError(CaptureTrainerError, ValueError):
     """An unknown law name or bad law parameters (a user error: one clear line)."""
 
 
-#: Law constructors by condition name (``capture_trainer.catalog.CONDITIONS`` minus ``as``,
-#: the automatic controller, which is not a guidance law).
-LAWS: dict[str, Callable[..., GuidanceLaw]] = {
-    "dg": DynamicGuidance,
-    "apf": PotentialField,
-    "ng": NoGuidance,
-}
-LAW_NAMES: tuple[str, ...] = tuple(LAWS)
+class LawClass(Protocol):
+    """A registered law: a class whose keyword arguments are its declared ``PARAMS``
+    (plus, for some, non-numeric ones such as APF's obstacles)."""
+
+    @property
+    def PARAMS(self) -> tuple[Param, ...]:  # noqa: N802 - the law classes' attribute
+        """The numeric keyword arguments with unit and range."""
+        ...
+
+    def __call__(self, *args: Any, **params: Any) -> GuidanceLaw: ...
+
+
+#: Law classes by name (each class's own ``name``).
+LAWS: Registry[LawClass] = Registry("guidance law", error=GuidanceConfigError)
+for _law in (DynamicGuidance, PotentialField, NoGuidance):
+    LAWS.register(_law.name, _law)
 
 
 def make_law(name: str, **params: object) -> GuidanceLaw:
@@ -31,14 +46,7 @@ def make_law(name: str, **params: object) -> GuidanceLaw:
     Raises:
         GuidanceConfigError: unknown name (with a suggestion) or invalid parameters.
     """
-    try:
-        factory = LAWS[name]
-    except KeyError:
-        close = difflib.get_close_matches(str(name), LAW_NAMES, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise GuidanceConfigError(
-            f"unknown guidance law {name!r}{hint}; available: {', '.join(LAW_NAMES)}"
-        ) from None
+    factory = LAWS.get(name)
     try:
         return factory(**params)
     except (TypeError, ValueError) as error:

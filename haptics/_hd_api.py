@@ -3,7 +3,7 @@
 pyOpenHaptics 1.0.1 loads ``libHD.so`` at import time and gives the ctypes handle
 (``pyOpenHaptics.hd._lib_hd``) and the HD types and parameter enums
 (``pyOpenHaptics.hd_define``). Its high-level wrapper is not used (see
-``docs/readme/openhaptics.md``): this module binds its own prototypes on fresh function
+``docs/haptics.md``): this module binds its own prototypes on fresh function
 objects of that handle (``lib["name"]`` is not the cached attribute pyOpenHaptics
 re-types on every call), with the return types of the real ``hd.h`` (the scheduler
 handle kept), and carries the error codes of the real ``hdDefines.h`` (pyOpenHaptics'
@@ -19,8 +19,10 @@ from __future__ import annotations
 import ctypes
 import importlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any
 
 from capture_trainer.errors import DeviceError
 
@@ -128,7 +130,7 @@ class HDApi:
         DeviceError: a required entry point is missing from the library.
     """
 
-    _REQUIRED: dict[str, tuple[object, tuple[object, ...]]] = {
+    _REQUIRED: dict[str, tuple[Any, tuple[Any, ...]]] = {
         "hdInitDevice": (ctypes.c_uint, (ctypes.c_char_p,)),
         "hdDisableDevice": (None, (ctypes.c_uint,)),
         "hdGetCurrentDevice": (ctypes.c_uint, ()),
@@ -147,11 +149,34 @@ class HDApi:
         "hdGetString": (ctypes.c_char_p, (ctypes.c_uint,)),
         "hdGetError": (HDErrorInfo, ()),
     }
-    _OPTIONAL: dict[str, tuple[object, tuple[object, ...]]] = {
+    _OPTIONAL: dict[str, tuple[Any, tuple[Any, ...]]] = {
         "hdIsEnabled": (ctypes.c_ubyte, (ctypes.c_uint,)),
         "hdGetSchedulerTimeStamp": (ctypes.c_double, ()),
         "hdWaitForCompletion": (ctypes.c_ubyte, (ctypes.c_ulong, ctypes.c_uint)),
     }
+
+    # The entry points, bound in __init__ (ctypes function pointers; an optional one that
+    # the library lacks is None).
+    hdInitDevice: Callable[..., Any]
+    hdDisableDevice: Callable[..., Any]
+    hdGetCurrentDevice: Callable[..., Any]
+    hdMakeCurrentDevice: Callable[..., Any]
+    hdEnable: Callable[..., Any]
+    hdDisable: Callable[..., Any]
+    hdStartScheduler: Callable[..., Any]
+    hdStopScheduler: Callable[..., Any]
+    hdScheduleAsynchronous: Callable[..., Any]
+    hdUnschedule: Callable[..., Any]
+    hdBeginFrame: Callable[..., Any]
+    hdEndFrame: Callable[..., Any]
+    hdGetDoublev: Callable[..., Any]
+    hdGetIntegerv: Callable[..., Any]
+    hdSetDoublev: Callable[..., Any]
+    hdGetString: Callable[..., Any]
+    hdGetError: Callable[..., Any]
+    hdIsEnabled: Callable[..., Any] | None
+    hdGetSchedulerTimeStamp: Callable[..., Any] | None
+    hdWaitForCompletion: Callable[..., Any] | None
 
     def __init__(self, lib: ctypes.CDLL, path: str, hd_define: ModuleType) -> None:
         self.path = path

@@ -1,23 +1,36 @@
-"""Build the libHD test double (``haptics/libhd-double/libhd_double.c``, package data).
+"""The libHD test double (``haptics/libhd-double/libhd_double.c``, package data): build, read, probe.
 
 The double is a small C library emulating the subset of OpenHaptics' HD API this
 project (and pyOpenHaptics) calls, with a 1 kHz scheduler thread and a scripted stylus.
 The test suite and ``capture-trainer bench device-loop`` build it with the system C
-compiler; no binary is committed. The source lives in the source tree under ``tests/``;
-an installed package without the tree finds it through ``CAPTURE_TRAINER_LIBHD_SRC``.
+compiler (``haptics._native``); no binary is committed. The source ships with the
+package (``haptics/libhd-double/``); ``CAPTURE_TRAINER_LIBHD_SRC`` names another.
+
+Besides building it, this module reads what reached the double's "motors" (its counters
+and its time-stamped log of every force committed) and probes the OpenHaptics backend's
+force watchdog with it (:func:`measure_stall`, used by the tests and ``bench
+device-loop``).
 """
 
 from __future__ import annotations
 
 import ctypes
-import hashlib
+import math
 import os
-import shutil
-import subprocess
-import tempfile
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
 
 from capture_trainer.errors import DeviceError
+from haptics._native import build_library
+
+if TYPE_CHECKING:
+    from haptics.openhaptics import OpenHapticsDevice
 
 #: Environment variable naming the double's C source when not in the source tree.
 SOURCE_ENV = "CAPTURE_TRAINER_LIBHD_SRC"
@@ -52,28 +65,7 @@ def build_double(out_dir: str | Path | None = None) -> Path:
     Raises:
         DeviceError: no C compiler, or the compilation failed (with its output).
     """
-    source = double_source()
-    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
-    if out_dir is None:
-        out_dir = Path(tempfile.gettempdir()) / f"capture-trainer-libhd-{os.getuid()}" / digest
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    target = out / "libHD.so"
-    stamp = out / "libHD.so.sha256"
-    if target.is_file() and stamp.is_file() and stamp.read_text() == digest:
-        return target
-    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if compiler is None:
-        raise DeviceError("no C compiler (cc) found to build the libHD test double")
-    partial = out / f"libHD.so.{os.getpid()}.tmp"
-    cmd = [compiler, "-shared", "-fPIC", "-O2", "-pthread", "-Wl,-soname,libHD.so",
-           "-o", str(partial), str(source), "-lm"]
-    result = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        raise DeviceError(f"building the libHD test double failed ({' '.join(cmd)}):\n{result.stderr}")
-    partial.replace(target)  # atomic: concurrent builders never load a half-written file
-    stamp.write_text(digest)
-    return target
+    return build_library(double_source(), out_dir, soname="libHD.so")
 
 
 class HddStats(ctypes.Structure):
@@ -102,4 +94,129 @@ def double_stats(lib: ctypes.CDLL) -> dict[str, float] | None:
         return None
     stats = HddStats()
     lib.hdd_stats(ctypes.byref(stats))
-    return {name: getattr(stats, name) for name, _ in HddStats._fields_}
+    return {field[0]: getattr(stats, field[0]) for field in HddStats._fields_}
+
+
+#: How a servo loop can stall: the tick sleeps, another thread holds the GIL (a C call
+#: that does not release it), or the tick never returns (busy in Python).
+STALL_KINDS: tuple[str, ...] = ("sleeping_tick", "gil_hog", "stuck_tick")
+
+
+def _double_clock(lib: ctypes.CDLL) -> Callable[[], float]:
+    now = lib.hdd_now_s
+    now.restype = ctypes.c_double
+    now.argtypes = []
+    return now
+
+
+def motor_log(lib: ctypes.CDLL, since_s: float, max_rows: int = 16384) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """What the double's motors received since ``since_s`` (its clock, ``hdd_now_s``).
+
+    Returns:
+        ``(t_s, force_n)``: (n,) commit times [s] and (n, 3) forces [N], oldest first.
+    """
+    t = np.zeros(max_rows)
+    f = np.zeros((max_rows, 3))
+    fn = lib.hdd_motor_log
+    fn.restype = ctypes.c_long
+    fn.argtypes = [ctypes.c_double, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long]
+    n = int(fn(since_s, t.ctypes.data, f.ctypes.data, max_rows))
+    return t[:n], f[:n]
+
+
+def measure_stall(
+    device: OpenHapticsDevice,
+    lib: ctypes.CDLL,
+    kind: str,
+    *,
+    force_n: tuple[float, float, float] = (0.0, 2.0, 0.0),
+    lead_ticks: int = 300,
+    stall_s: float = 0.1,
+) -> dict[str, Any]:
+    """Stall an OpenHaptics servo loop on the double and time "stall begins -> zero force".
+
+    Runs a tick that commands ``force_n`` (the device must be engaged) for
+    ``lead_ticks``, then stalls for ``stall_s`` the ``kind`` way (``STALL_KINDS``). The
+    stall's beginning is stamped on the double's clock where it begins (in the tick, or
+    in the thread that takes the GIL); when the force reached zero comes from the
+    double's motor log. Nothing is synchronised by sleeping.
+
+    Returns:
+        ``stalled`` (False: the run ended before the stall began, e.g. the machine held
+        the loop back so long that the watchdog tripped first), ``zero_after_ms`` (stall begins -> the first commit of zero force, after which
+        every commit during the stall is zero; None if it never happened),
+        ``force_at_stall_n`` (norm of the force on the motors when the stall began),
+        ``max_force_after_zero_n`` (largest norm sent after that, during the stall),
+        ``raised`` / ``message`` (what ``run`` raised), ``fault`` (the device's latched
+        fault), ``watchdog`` (``last_run["watchdog"]``), ``stall_s``.
+    """
+    if kind not in STALL_KINDS:
+        raise ValueError(f"stall kind must be one of {STALL_KINDS}, got {kind!r}")
+    now = _double_clock(lib)
+    held = ctypes.PyDLL(lib._name)  # the same library; PyDLL calls keep the GIL
+    held_now = held.hdd_now_s
+    held_now.restype = ctypes.c_double
+    hold_gil = ctypes.PyDLL(None).usleep  # libc usleep, called without releasing the GIL
+    hold_gil.argtypes = [ctypes.c_uint]
+    stamps: dict[str, float] = {}
+    go = threading.Event()
+    force = np.array(force_n, dtype=float)
+
+    def hog() -> None:
+        if go.wait(30.0):
+            stamps["begin"] = held_now()
+            hold_gil(int(stall_s * 1e6))
+
+    count = [0]
+
+    def tick() -> bool:
+        device.read()
+        device.command_force(force)
+        count[0] += 1
+        if count[0] == lead_ticks:
+            if kind == "sleeping_tick":
+                stamps["begin"] = now()
+                time.sleep(stall_s)
+            elif kind == "stuck_tick":
+                stamps["begin"] = begin = now()
+                while now() - begin < stall_s:
+                    pass
+            else:
+                go.set()
+        return True
+
+    worker = threading.Thread(target=hog, daemon=True) if kind == "gil_hog" else None
+    if worker is not None:
+        worker.start()
+    raised: BaseException | None = None
+    try:
+        device.clock().run(tick, lead_ticks + int(3 * stall_s * device.spec.rate_hz) + 1000)
+    except Exception as exc:  # noqa: BLE001 - what the stall made run() raise is the result
+        raised = exc
+    finally:
+        go.set()
+        if worker is not None:
+            worker.join()
+    begin = stamps.get("begin", math.nan)
+    t, f = motor_log(lib, begin - 0.01)
+    norms = np.linalg.norm(f, axis=1)
+    before = norms[t < begin]
+    during = (t >= begin) & (t <= begin + stall_s)
+    zero_at: float | None = None
+    for i in np.flatnonzero(during):
+        if not norms[i:][t[i:] <= begin + stall_s].any():
+            zero_at = float(t[i])
+            break
+    after_zero = norms[(t >= zero_at) & (t <= begin + stall_s)] if zero_at is not None else norms[during]
+    run = device.last_run or {}
+    return {
+        "stalled": "begin" in stamps,
+        "zero_after_ms": None if zero_at is None else 1e3 * (zero_at - begin),
+        "force_at_stall_n": float(before[-1]) if before.size else None,
+        "max_force_after_zero_n": float(after_zero.max()) if after_zero.size else None,
+        "raised": None if raised is None else type(raised).__name__,
+        "message": None if raised is None else str(raised),
+        "fault": device.fault,
+        "watchdog": run.get("watchdog"),
+        "stall_s": stall_s,
+    }

@@ -1,24 +1,43 @@
 """Registry of haptic device backends: name -> factory, with availability probing.
 
-The names are ``capture_trainer.catalog.DEVICE_BACKENDS``. Every factory imports its
+The names are :data:`BACKENDS`' (their one list). Every factory imports its
 backend module lazily, so importing this module needs neither pygame nor libHD.
 
     open_device("simulated", operator=...)   # keyword arguments go to the backend
+    open_device("mouse", input_name=...)      # the pointer of another process's window
     probe("openhaptics")                      # -> (False, "libHD.so could not be loaded ...")
 """
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import importlib.util
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from capture_trainer.catalog import DEVICE_BACKENDS
 from capture_trainer.errors import DeviceError
+from capture_trainer.registry import Registry
 from haptics.device import Device
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A second class of a backend, chosen by a keyword argument of ``open_device``.
+
+    Its input lives in another process (e.g. the pointer of the trainer window), which
+    the backend's probe cannot see from here: the class itself raises ``DeviceError``
+    when that input is missing.
+
+    Attributes:
+        option: the keyword argument that selects this class (passed on to it too).
+        module: the module holding the class (imported only when used).
+        class_name: the class; ``class_name(**kwargs)`` builds a device.
+    """
+
+    option: str
+    module: str
+    class_name: str
 
 
 @dataclass(frozen=True)
@@ -31,6 +50,7 @@ class Backend:
         module: the module holding the backend class (imported only when used).
         class_name: the backend class; ``class_name(**kwargs)`` builds a device.
         probe: ``() -> (available, reason)``; cheap, never raises.
+        variants: other classes of this backend, each chosen by a keyword argument.
     """
 
     name: str
@@ -38,11 +58,19 @@ class Backend:
     module: str
     class_name: str
     probe: Callable[[], tuple[bool, str]]
+    variants: tuple[Variant, ...] = ()
+
+    def variant_for(self, kwargs: Mapping[str, object]) -> Variant | None:
+        """The variant whose option is among ``kwargs``, or None for the backend's class."""
+        return next((variant for variant in self.variants if variant.option in kwargs), None)
 
     def factory(self, **kwargs: object) -> Device:
-        """Build the device (``module.class_name(**kwargs)``)."""
-        cls = getattr(importlib.import_module(self.module), self.class_name)
-        return cls(**kwargs)
+        """Build the device (``module.class_name(**kwargs)``, or the selected variant's)."""
+        variant = self.variant_for(kwargs)
+        source: Backend | Variant = self if variant is None else variant
+        cls = getattr(importlib.import_module(source.module), source.class_name)
+        device: Device = cls(**kwargs)
+        return device
 
 
 def _module_present(module: str) -> tuple[bool, str]:
@@ -102,33 +130,26 @@ def _probe_openhaptics() -> tuple[bool, str]:
         return False, f"probing OpenHaptics failed: {error!r}"
 
 
-BACKENDS: dict[str, Backend] = {
-    backend.name: backend
-    for backend in (
-        Backend("simulated", "simulated device and participant (headless, any speed)",
-                "haptics.simulated", "SimulatedDevice", _probe_simulated),
-        Backend("openhaptics", "3D Systems Touch / Touch X through OpenHaptics (libHD), 1 kHz",
-                "haptics.openhaptics", "OpenHapticsDevice", _probe_openhaptics),
-        Backend("mouse", "mouse and keyboard stand-in in a pygame window (no force output)",
-                "haptics.mouse", "MouseDevice", _probe_mouse),
-    )
-}
-if tuple(BACKENDS) != DEVICE_BACKENDS:
-    raise RuntimeError("haptics.backends must register exactly capture_trainer.catalog.DEVICE_BACKENDS")
+BACKENDS: Registry[Backend] = Registry("device backend", error=DeviceError)
+for _backend in (
+    Backend("simulated", "simulated device and participant (headless, any speed)",
+            "haptics.simulated", "SimulatedDevice", _probe_simulated),
+    Backend("openhaptics", "3D Systems Touch / Touch X through OpenHaptics (libHD), 1 kHz",
+            "haptics.openhaptics", "OpenHapticsDevice", _probe_openhaptics),
+    Backend("mouse", "mouse and keyboard stand-in in a pygame window (no force output)",
+            "haptics.mouse", "MouseDevice", _probe_mouse,
+            variants=(Variant("input_name", "haptics.shared_input", "SharedInputDevice"),)),
+):
+    BACKENDS.register(_backend.name, _backend)
 
 
 def backend_names() -> tuple[str, ...]:
-    """The registered backend names, in catalog order."""
+    """The registered backend names, in registration order."""
     return tuple(BACKENDS)
 
 
 def _lookup(name: str) -> Backend:
-    backend = BACKENDS.get(name)
-    if backend is None:
-        close = difflib.get_close_matches(name, BACKENDS, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise DeviceError(f"unknown device backend {name!r} (choose from {', '.join(BACKENDS)}){hint}")
-    return backend
+    return BACKENDS.get(name)  # DeviceError with a did-you-mean for an unknown name
 
 
 def probe(name: str) -> tuple[bool, str]:
@@ -151,13 +172,18 @@ def available_summary(exclude: tuple[str, ...] = ()) -> str:
 def open_device(name: str, **kwargs: object) -> Device:
     """Build the device of backend ``name``; keyword arguments go to its class.
 
+    A keyword argument naming a variant's option builds that variant instead:
+    ``open_device("mouse", input_name=block_name)`` is the
+    :class:`haptics.shared_input.SharedInputDevice` reading the window's pointer.
+
     Raises:
-        DeviceError: unknown name (with a did-you-mean), or the backend is unavailable
-            (with why and which backends work now).
+        DeviceError: unknown name (with a did-you-mean), the backend is unavailable
+            (with why and which backends work now), or a variant's input is missing.
     """
     backend = _lookup(name)
-    if name == "openhaptics":
-        return backend.factory(**kwargs)  # its own errors already say what to install
+    if name == "openhaptics" or backend.variant_for(kwargs) is not None:
+        # their own errors already say what is missing (libHD; the window's input)
+        return backend.factory(**kwargs)
     ok, why = backend.probe()
     if not ok:
         raise DeviceError(f"device backend {name!r} is not available: {why}. {available_summary(exclude=(name,))}")

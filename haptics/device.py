@@ -15,49 +15,11 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
+from haptics.safety import SafetyLayer
+from haptics.spec import DeviceSpec
 
-@dataclass(frozen=True)
-class DeviceSpec:
-    """Capabilities of a device, read from the device where it can tell.
-
-    Attributes:
-        name: backend name (``openhaptics``, ``simulated``, ``mouse``).
-        model: device model string (e.g. ``Touch``), vendor: its maker.
-        workspace_min_m, workspace_max_m: usable workspace box corners [m], device frame.
-        max_force_n: nominal peak force [N] (norm).
-        continuous_force_n: force sustainable indefinitely [N] (norm, time-averaged).
-        rate_hz: servo update rate [Hz].
-        input_dof: degrees of freedom sensed; output_dof: degrees of freedom actuated.
-        max_force_rate_n_s: largest allowed change of force per second [N/s].
-    """
-
-    name: str
-    model: str
-    vendor: str
-    workspace_min_m: tuple[float, float, float]
-    workspace_max_m: tuple[float, float, float]
-    max_force_n: float
-    continuous_force_n: float
-    rate_hz: float = 1000.0
-    input_dof: int = 6
-    output_dof: int = 3
-    max_force_rate_n_s: float = 1000.0
-
-    def as_dict(self) -> dict[str, object]:
-        """Plain-data form recorded with every trial."""
-        return {
-            "name": self.name,
-            "model": self.model,
-            "vendor": self.vendor,
-            "workspace_min_m": list(self.workspace_min_m),
-            "workspace_max_m": list(self.workspace_max_m),
-            "max_force_n": self.max_force_n,
-            "continuous_force_n": self.continuous_force_n,
-            "rate_hz": self.rate_hz,
-            "input_dof": self.input_dof,
-            "output_dof": self.output_dof,
-            "max_force_rate_n_s": self.max_force_rate_n_s,
-        }
+__all__ = ["BUTTON_ENGAGE", "BUTTON_TRAINER", "Device", "DeviceSpec", "DeviceState", "ServoClock",
+           "SimulatedHand", "Tick"]
 
 
 @dataclass
@@ -83,22 +45,61 @@ BUTTON_TRAINER = 1 << 1
 
 @runtime_checkable
 class Device(Protocol):
-    """A haptic device. Open/close with ``with device:``.
+    """A haptic device: everything the servo tick may use of one. Open/close with ``with device:``.
 
-    ``command_force`` applies the backend's safety layer (clamp, continuous limit, rate
-    limit, non-finite guard, watchdog) and returns the force actually sent, a (3,) array
-    in newtons, device frame, owned by the device and valid until the next call.
+    Attributes:
+        spec: the device's capabilities and limits.
+        safety: the device's ``SafetyLayer``, the one limiter every command passes
+            through. The tick reads its plain bool flags ``engaged``, ``saturated``,
+            ``fault`` and ``watchdog`` after ``command_force``.
+
+    ``read()`` returns the stylus state of this period (the device may reuse one
+    instance). ``command_force(f)`` passes ``f`` ((3,) N, on the stylus, device frame:
+    the calculated force) through ``safety`` and returns the force actually sent (the
+    actuated force), a (3,) array owned by the device and valid until the next call.
+    ``clock()`` is the ``ServoClock`` that must drive the tick when the device owns its
+    servo timing (OpenHaptics: its scheduler), or None when any clock may (simulated,
+    mouse).
     """
 
     spec: DeviceSpec
+    safety: SafetyLayer
 
-    def __enter__(self) -> "Device": ...
+    def __enter__(self) -> Device: ...
 
     def __exit__(self, *exc: object) -> None: ...
 
     def read(self) -> DeviceState: ...
 
     def command_force(self, force_n: NDArray[np.float64]) -> NDArray[np.float64]: ...
+
+    def clock(self) -> ServoClock | None: ...
+
+
+@runtime_checkable
+class SimulatedHand(Protocol):
+    """The optional ability of a device held by a simulated hand (``SimulatedDevice``).
+
+    A trial holds it as an explicit optional part: it maps ``hand_force_n`` to the task
+    frame for the guidance law and shows the hand the scene with ``perceive`` once per
+    tick, after ``command_force``.
+    """
+
+    @property
+    def hand_force_n(self) -> NDArray[np.float64]:
+        """(3,) the hand's force on the stylus over the last period [N], device frame."""
+        ...
+
+    def perceive(
+        self,
+        t_s: float,
+        target_position_dev_m: NDArray[np.float64],
+        target_velocity_dev_m_s: NDArray[np.float64],
+        ee_position_dev_m: NDArray[np.float64],
+        ee_velocity_dev_m_s: NDArray[np.float64],
+    ) -> None:
+        """Show the hand the target and the end effector at ``t_s`` [s] (device frame, m and m/s)."""
+        ...
 
 
 #: A servo tick: called once per period; returns False to stop the loop.

@@ -3,7 +3,7 @@
 Frames and signs:
     * device frame: the stylus frame of the device (Touch: x right, y up, z toward the
       user), metres, as reported by ``Device.read``;
-    * task frame: the robot's inertial frame, metres (ARCHITECTURE.md).
+    * task frame: the robot's inertial frame, metres (docs/architecture.md).
 
 Maps (``R`` = ``rotation_task_from_device``, ``s`` = ``scale``, ``o`` = offset):
 

@@ -10,7 +10,10 @@ for the window to draw.
 
 pygame is imported in the constructor only. The device reads the pointer through
 pygame's event queue, so it must run in the thread that owns the window (a paced
-clock in the main thread).
+clock in the main thread). When the window belongs to another process (the trainer
+window, whose servo loop runs in a child process), the same ``mouse`` backend reads the
+pointer from shared memory instead: ``open_device("mouse", input_name=...)`` builds a
+:class:`haptics.shared_input.SharedInputDevice`.
 """
 
 from __future__ import annotations
@@ -103,6 +106,10 @@ class MouseDevice:
 
     def __exit__(self, *exc: object) -> None:
         self.safety.ramp_to_zero(self._now())
+
+    def clock(self) -> None:
+        """None: the caller's clock drives this device (a paced clock in the window's thread)."""
+        return None
 
     def _now(self) -> float:
         return self._clock() - self._t0_s

@@ -1,35 +1,54 @@
 """OpenHaptics backend: a real Touch-class device through libHD (via pyOpenHaptics).
 
-The servo tick runs **inside the HD scheduler callback** at the device's rate (1 kHz):
+libHD's servo thread calls **C**, not Python: the scheduler callback is
+``haptics/native/hd_servo.c`` (``haptics._hd_servo``), so nothing Python does (a tick
+that sleeps or hangs, another thread holding the GIL, a garbage collection) can hold the
+servo thread or the last force on the motors. The servo tick runs in the thread that
+called ``run``, once per servo tick, paced by the callback:
 
-    callback (HD servo thread, every tick)
+    C callback (libHD's servo thread, every tick, no GIL)
       hdBeginFrame → read HD_CURRENT_POSITION / _VELOCITY / _TRANSFORM / _BUTTONS
-      → [during a run] tick()  (calls device.read() and device.command_force(f))
-      → hdSetDoublev(HD_CURRENT_FORCE) → hdEndFrame → hdGetError (drained, real codes)
+      → publish the sample ─────────────► run()'s thread wakes (waiting, GIL released)
+                                            tick(): device.read() … device.command_force(f)
+                                              (safety layer); the tick returns
+      ◄── wait up to answer_wait_s ───── post the force, wait for the next sample
+      → force watchdog → hdSetDoublev(HD_CURRENT_FORCE) → hdEndFrame → hdGetError
 
-``OpenHapticsDevice.clock().run(tick, max_ticks)`` hands a tick to that callback and
-blocks the calling thread on an ``Event`` (releasing the GIL) until the tick returns
-False, ``max_ticks`` ticks have run, the tick raises, or the device reports an error.
-Between runs the callback keeps reading the stylus (``read()`` from any thread returns
-the latest reading) and holds zero force.
+The callback sends the posted force only while it is fresh: from the run's first force
+on (the first tick may take tens of milliseconds to warm up; zero is sent until it
+posts), no fresh force for ``SafetyConfig.max_tick_gap_s`` (4 ms) trips the **force watchdog**, which ramps the
+force to zero over ``watchdog_ramp_s`` (4 ms) and cuts it at ``force_deadline_s`` (10 ms)
+at the latest; the trip is latched (``fault``) and ``run`` raises DeviceError once the
+tick returns. When Python is quick (a tick takes ~0.1 ms) the force answers the sample
+of the same frame; when it misses ``answer_wait_s`` the callback sends the latest fresh
+force and the answer goes out with the next frame. A Python loop that falls behind
+processes only the newest sample (skipped samples are counted).
+
+``OpenHapticsDevice.clock().run(tick, max_ticks)`` runs the tick until it returns False,
+``max_ticks`` ticks have run, the tick raises, the device reports an error or the
+watchdog trips. Between runs the callback keeps sampling the stylus (``read()`` from any
+thread returns the latest reading) and sends zero force.
 
 Units and frames: libHD reports millimetres and mm/s in the device frame (Touch: x right,
 y up, z toward the user); they are converted to metres at this edge. Forces are newtons
 on the stylus, device frame, as ``HD_CURRENT_FORCE``. ``HD_CURRENT_TRANSFORM`` is a
-column-major 4x4 (OpenGL order): element ``[col*4 + row]``.
+column-major 4x4 (OpenGL order): element ``[col*4 + row]``. Times are seconds of the
+monotonic clock (``time.perf_counter``, CLOCK_MONOTONIC, the C callback's clock too).
 
-Safety: every command goes through ``haptics.safety.SafetyLayer`` (peak clamp, thermal
-continuous-force limit, rate limit, non-finite guard, watchdog, engage ramp), and
-libHD's own ``HD_MAX_FORCE_CLAMPING`` is enabled as a second line. Force ramps in
-(engage ramp, restarted at every run) and out (``SafetyLayer.ramp_to_zero``) at the
-end of a run. A tick that raises, or any HD error, zeroes the force in that frame,
-latches a fault (``clear_fault`` to go on) and is re-raised in the thread that called
-``run``.
+Safety: every command goes through ``haptics.safety.SafetyLayer`` (the one limiter: the
+scenario's saturation, the peak and thermal limits, rate, non-finite guard, engage ramp,
+in-tick watchdog), and libHD's own ``HD_MAX_FORCE_CLAMPING`` is enabled as a second line.
+Force ramps in (engage ramp, restarted at every run) and out (``SafetyLayer.ramp_to_zero``)
+at the end of a run. A tick that raises zeroes the force in that frame; it, any HD error
+or a watchdog trip latches a fault (``clear_fault`` to go on) and is raised in the thread
+that called ``run``.
 
-The GIL: the HD thread must take the GIL every tick. While the device is open the
-interpreter's switch interval is lowered (``switch_interval_s``, default 0.5 ms) so that
-another busy Python thread hands the GIL over within half a tick, and every run records
-its tick-period statistics (``haptics.timing.ServoTiming``) in ``last_run``.
+The GIL and the CPU: while the device is open the interpreter's switch interval is
+lowered (``switch_interval_s``, default 0.5 ms) so that another busy Python thread hands
+the GIL to the servo loop within half a tick, and during a run the thread running the
+ticks is SCHED_FIFO where the system allows it (as the tick was when it ran in libHD's
+servo thread), so that other processes do not hold it off the CPU; every run records its
+tick-period statistics (``haptics.timing.ServoTiming``) in ``last_run``.
 """
 
 from __future__ import annotations
@@ -39,6 +58,7 @@ import collections
 import ctypes
 import logging
 import math
+import os
 import sys
 import threading
 import time
@@ -49,29 +69,55 @@ from numpy.typing import NDArray
 
 from capture_trainer.errors import DeviceError
 from haptics._hd_api import (
-    HD_CALLBACK_CONTINUE,
-    HD_CALLBACK_DONE,
     HD_INVALID_HANDLE,
     HD_MAX_SCHEDULER_PRIORITY,
     INSTALL_HINT,
-    SCHEDULER_CALLBACK,
     HDApi,
     HDError,
     load_api,
 )
+from haptics._hd_servo import Sample, ServoShim, WatchdogTiming
 from haptics.device import BUTTON_ENGAGE, DeviceSpec, DeviceState, Tick
 from haptics.safety import SafetyConfig, SafetyLayer
 from haptics.timing import ServoTiming, frozen_heap
 
 logger = logging.getLogger(__name__)
 
-# Callback modes (plain ints: read by the HD thread every tick, written by the caller).
-#: Run states: idle; running the tick; ramping out after the run; one zero-force frame
-#: still to send after a libHD error seen past the end of a frame.
-_IDLE, _RUNNING, _RAMP_OUT, _ZERO_THEN_IDLE = 0, 1, 2, 3
+#: Run states: idle (zero force); running the tick; ramping out after the run.
+_IDLE, _RUNNING, _RAMP_OUT = 0, 1, 2
 
 #: Longest run a ServoTiming keeps every period of (10 minutes at 1 kHz).
 _TIMING_CAPACITY = 600_000
+#: Longest single wait for a sample [s]: signals (Ctrl-C) are seen at least this often.
+_WAIT_SLICE_S = 0.05
+#: SCHED_FIFO priority of the thread running the ticks during a run: above every normal
+#: thread (as when the tick ran in libHD's servo thread), below the servo thread itself.
+_LOOP_PRIORITY = 50
+
+
+def _realtime_thread() -> tuple[tuple[int, int] | None, bool]:
+    """Run the calling thread SCHED_FIFO (Linux; pid 0 is the calling thread).
+
+    Returns the policy and priority to restore (None: nothing changed) and whether the
+    thread now runs real-time (False when not allowed: no CAP_SYS_NICE / rtprio limit).
+    """
+    try:
+        policy = os.sched_getscheduler(0)
+        if policy in (os.SCHED_FIFO, os.SCHED_RR):
+            return None, True  # already real-time (e.g. the trainer's servo process)
+        previous = (policy, os.sched_getparam(0).sched_priority)
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(_LOOP_PRIORITY))
+    except (AttributeError, OSError):
+        return None, False
+    return previous, True
+
+
+def _restore_thread(previous: tuple[int, int] | None) -> None:
+    if previous is not None:
+        try:
+            os.sched_setscheduler(0, previous[0], os.sched_param(previous[1]))
+        except OSError as error:
+            logger.warning("could not restore the servo thread's scheduling policy: %s", error)
 
 # A Touch's data sheet: used only for a limit a (minimal, emulated) libHD does not report.
 TOUCH_MAX_FORCE_N = 3.3
@@ -80,7 +126,7 @@ TOUCH_USABLE_WORKSPACE_MM = (-80.0, -60.0, -35.0, 80.0, 60.0, 35.0)
 
 
 class OpenHapticsDevice:
-    """A Touch-class device through OpenHaptics' HD API, its tick in the HD scheduler.
+    """A Touch-class device through OpenHaptics' HD API, its servo callback in C.
 
     The constructor initialises the device and reads its limits (``spec``); entering the
     context (``with device:``) starts the HD scheduler; leaving it stops the scheduler
@@ -88,7 +134,8 @@ class OpenHapticsDevice:
 
     Args:
         device_name: HD configuration name (None: ``HD_DEFAULT_DEVICE``).
-        safety_config: tuning of the safety layer (engage default, ramps, watchdog).
+        safety_config: the safety layer's tuning (the scenario's limits, the engage
+            default, ramps, the watchdogs' timing; ``SafetyConfig.for_rendering``).
         max_force_rate_n_s: force-rate limit [N/s] for the spec (not reported by libHD).
         engage_from_button: a press of stylus button 1 (``BUTTON_ENGAGE``) during a run
             engages the force. Engagement persists (across runs too) until
@@ -98,18 +145,25 @@ class OpenHapticsDevice:
             leave it).
         stall_timeout_s: ``run`` raises DeviceError when the HD scheduler has not called
             back for this long [s].
+        answer_wait_s: how long each servo callback waits for the tick's force for its
+            own sample before it sends the latest fresh one [s].
 
     Attributes:
         spec: the device's limits read at start (``DeviceSpec``, name ``openhaptics``).
         info: further identification (serial, driver version, libHD path, ...).
         safety: the ``SafetyLayer`` every command passes through.
-        last_run: statistics of the last run (``ServoTiming.summary()`` plus ``ticks_run``,
-            ``busy_ms_mean``/``busy_ms_max`` (time inside the callback, from
-            ``hdGetSchedulerTimeStamp``), ``hd_errors``, ``stopped_by``), or None.
+        last_run: statistics of the last run (``ServoTiming.summary()`` of the tick
+            starts plus ``ticks_run``, ``busy_ms_mean``/``busy_ms_max`` (time inside the C
+            callback, its wait for the tick's force included), ``answered_in_frame`` /
+            ``answered_late`` (callbacks that sent the force answering their own sample /
+            the latest earlier one), ``samples_skipped``, ``hd_errors``, ``watchdog``
+            (the force watchdog's trip, or None), ``realtime`` (the ticks ran SCHED_FIFO)
+            and ``stopped_by``), or None.
 
     Raises:
         DeviceError: libHD or the device is missing (with what to install and which
-            backends work now), or the device reports nonsense limits.
+            backends work now), the device reports nonsense limits, or the servo
+            callback cannot be built (no C compiler).
     """
 
     def __init__(
@@ -121,6 +175,7 @@ class OpenHapticsDevice:
         engage_from_button: bool = True,
         switch_interval_s: float | None = 5e-4,
         stall_timeout_s: float = 0.5,
+        answer_wait_s: float = 6e-4,
     ) -> None:
         try:
             self._api: HDApi = load_api()
@@ -134,7 +189,7 @@ class OpenHapticsDevice:
         self._handle = HD_INVALID_HANDLE
         self._open = False
         self._sched_handle: int | None = None
-        self._callback_dead = False
+        self._shim: ServoShim | None = None
         self._engage_from_button = bool(engage_from_button)
         self._switch_interval_s = switch_interval_s
         self._saved_switch_interval: float | None = None
@@ -143,9 +198,18 @@ class OpenHapticsDevice:
         try:
             self.spec, self.info = self._read_spec(max_force_rate_n_s)
             self.safety = SafetyLayer(self.spec, safety_config)
+            cfg = self.safety.config
+            # A sample comes about a period after the force that answered the one before;
+            # what a callback sends lasts until the next one (SafetyLayer checked that
+            # the stale time, a period and the ramp fit in force_deadline_s).
+            period = 1.0 / self.spec.rate_hz
+            self._shim = ServoShim(self._api, self._handle, WatchdogTiming(
+                stale_s=cfg.max_tick_gap_s, pending_s=cfg.max_tick_gap_s - period, ramp_s=cfg.watchdog_ramp_s,
+                cut_s=cfg.force_deadline_s - period, answer_wait_s=float(answer_wait_s)))
         except BaseException:
             self._api.hdDisableDevice(self._handle)
             self._api.drain_errors(0.0)
+            self._handle = HD_INVALID_HANDLE
             raise
         self._setup_buffers()
         self.last_run: dict[str, Any] | None = None
@@ -263,52 +327,38 @@ class OpenHapticsDevice:
         return spec, info
 
     def _setup_buffers(self) -> None:
-        d = self._define
-        self._E_POS, self._E_VEL = d.HD_CURRENT_POSITION, d.HD_CURRENT_VELOCITY
-        self._E_XF, self._E_BTN, self._E_FORCE = d.HD_CURRENT_TRANSFORM, d.HD_CURRENT_BUTTONS, d.HD_CURRENT_FORCE
-        self._pos_buf = (ctypes.c_double * 3)()
-        self._vel_buf = (ctypes.c_double * 3)()
-        self._xf_buf = (ctypes.c_double * 16)()
-        self._btn_buf = ctypes.c_int(0)
-        self._btn_ref = ctypes.byref(self._btn_buf)
-        self._force_buf = (ctypes.c_double * 3)()
-        self._pos_mm = np.ctypeslib.as_array(self._pos_buf)
-        self._vel_mm_s = np.ctypeslib.as_array(self._vel_buf)
-        self._force_np = np.ctypeslib.as_array(self._force_buf)
+        self._sample = Sample()      # the tick's sample (run()'s thread)
+        self._latest = Sample()      # read() from other threads
+        self._latest_lock = threading.Lock()
+        self._xf_view = np.ctypeslib.as_array(self._sample.xform)
+        self._pos_mm = np.ctypeslib.as_array(self._sample.pos_mm)
+        self._vel_mm_s = np.ctypeslib.as_array(self._sample.vel_mm_s)
         self._zero = np.zeros(3)
         self._sent = np.zeros(3)
         self._state = DeviceState()
         self._main_state = DeviceState()
-        self._published: tuple[Any, ...] | None = None
-        self._main_xf = bytes(ctypes.sizeof(self._xf_buf))
+        self._seq = 0
+        self._errors_seen = 0
         self._servo_ident = -1
         self._in_tick = False
-        self._in_frame = False
-        self._has_pos = self._has_vel = self._has_xf = self._has_btn = True
-        self._prev_pos_mm = [0.0, 0.0, 0.0]
-        self._prev_t_s = -1.0
-        self._wake_runner = False
         self._commanded = False
         self._mode = _IDLE
         self._tick: Tick | None = None
         self._max_ticks = 0
         self._ticks_run = 0
+        self._skipped = 0
         self._stop_requested = False
         self._stopped_by = ""
-        self._run_exc: BaseException | None = None
+        self._watchdog_report: dict[str, Any] | None = None
+        self._realtime = False
         self._fault: str | None = None
         self._prev_buttons = 0
-        self._heartbeat = 0
-        self._busy_sum_s = 0.0
-        self._busy_max_s = 0.0
         self._timing: ServoTiming | None = None
         self._run_errors: list[HDError] = []
         self.hd_errors: collections.deque[HDError] = collections.deque(maxlen=256)
         self._done = threading.Event()
-        self._alive = threading.Event()
-        self._t0 = time.perf_counter()
-        # The ctypes thunk must outlive every call libHD may make: keep it on self.
-        self._callback = SCHEDULER_CALLBACK(self._on_servo)
+        self._done.set()
+        self._t0 = time.perf_counter()  # CLOCK_MONOTONIC, the C callback's clock too
 
     # -- Device protocol -------------------------------------------------------------
 
@@ -319,35 +369,46 @@ class OpenHapticsDevice:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def __del__(self) -> None:
+        # Free the C state only when libHD can no longer call it: never scheduled, or
+        # closed (an open device is kept alive by its atexit registration).
+        shim = getattr(self, "_shim", None)
+        if shim is not None and not getattr(self, "_open", True):
+            shim.destroy()
+
     def open(self) -> None:
-        """Schedule the servo callback and start the HD scheduler (idempotent)."""
+        """Schedule the C servo callback and start the HD scheduler (idempotent)."""
         if self._open:
             return
-        if self._handle == HD_INVALID_HANDLE:
+        if self._handle == HD_INVALID_HANDLE or self._shim is None:
             raise DeviceError("this OpenHapticsDevice was closed; create a new one")
-        api = self._api
-        self._alive.clear()
-        self._sched_handle = int(api.hdScheduleAsynchronous(self._callback, None, HD_MAX_SCHEDULER_PRIORITY))
+        api, shim = self._api, self._shim
+        api.drain_errors(self._now())
+        self._sched_handle = int(api.hdScheduleAsynchronous(shim.callback, shim.user_data, HD_MAX_SCHEDULER_PRIORITY))
         api.hdStartScheduler()
         errors = api.drain_errors(self._now())
         if errors:
             self._shutdown()
             raise DeviceError("the HD scheduler did not start: " + "; ".join(map(str, errors)))
-        if not self._alive.wait(1.0):
+        self._open = True  # _shutdown() below must stop the scheduler
+        if shim.wait_sample(0, 1.0, self._sample) == 0:
             self._shutdown()
             raise DeviceError("the HD scheduler started but never called the servo callback")
-        if self._fault is not None:
-            reason = self._fault
+        status = shim.status()
+        if status.hd_fault:
+            reason = "; ".join(map(str, self._new_errors()))
             self._shutdown()
             raise DeviceError(f"the first servo frame failed: {reason}")
-        answered = {"HD_CURRENT_POSITION": self._has_pos, "HD_CURRENT_VELOCITY": self._has_vel,
-                    "HD_CURRENT_TRANSFORM": self._has_xf, "HD_CURRENT_BUTTONS": self._has_btn}
+        answered = {"HD_CURRENT_POSITION": status.has_pos, "HD_CURRENT_VELOCITY": status.has_vel,
+                    "HD_CURRENT_TRANSFORM": status.has_xf, "HD_CURRENT_BUTTONS": status.has_btn}
+        if not (status.has_pos or status.has_xf):
+            self._shutdown()
+            raise DeviceError("libHD answers neither HD_CURRENT_POSITION nor HD_CURRENT_TRANSFORM")
         missing = [name for name, ok in answered.items() if not ok]
         if missing:
             logger.warning("libHD does not answer %s; derived from the other readings", ", ".join(missing))
         self.info["state_fallbacks"] = missing
-        self._open = True
-        atexit.register(self.close)  # never leave the HD thread calling into a dying interpreter
+        atexit.register(self.close)  # never leave the HD thread running into a dying interpreter
         if self._switch_interval_s is not None:
             self._saved_switch_interval = sys.getswitchinterval()
             sys.setswitchinterval(self._switch_interval_s)
@@ -361,7 +422,6 @@ class OpenHapticsDevice:
         if self._mode != _IDLE:
             self._stop_requested = True
             self._done.wait(1.0)
-        self._mode = _IDLE
         self._shutdown()
         atexit.unregister(self.close)
         if self._saved_switch_interval is not None:
@@ -370,7 +430,9 @@ class OpenHapticsDevice:
 
     def _shutdown(self) -> None:
         api = self._api
-        if self._sched_handle is not None and not self._callback_dead:
+        if self._shim is not None:
+            self._shim.close()  # zero force now, and wake whoever waits for a sample
+        if self._sched_handle is not None:
             api.hdUnschedule(self._sched_handle)  # returns once the callback is not running
         self._sched_handle = None
         api.hdStopScheduler()
@@ -380,54 +442,72 @@ class OpenHapticsDevice:
         self._handle = HD_INVALID_HANDLE
         self._open = False
 
+    def _in_servo_tick(self) -> bool:
+        return self._in_tick and threading.get_ident() == self._servo_ident
+
     def read(self) -> DeviceState:
         """The latest stylus reading (metres, m/s, device frame; buttons bit mask).
 
-        Inside the tick: this frame's reading (one instance, refilled every tick; also
-        beats the safety watchdog's device channel). From another thread: a consistent
-        copy of the latest reading (one instance per device, refilled per call).
+        Inside the tick: this tick's sample (one instance, refilled every tick; also
+        beats the safety watchdog's device channel). From another thread: a copy of the
+        latest sample (one instance per device, refilled per call).
         """
-        if self._in_tick and threading.get_ident() == self._servo_ident:
+        if self._in_servo_tick():
             self.safety.heartbeat(self._state.t_s)
             return self._state
-        published = self._published
-        if published is None:
-            raise DeviceError("no reading yet: open the device (with device: ...) first")
-        st = self._main_state
-        st.t_s, px, py, pz, vx, vy, vz, buttons, self._main_xf = published
-        st.position_m[0], st.position_m[1], st.position_m[2] = px, py, pz
-        st.velocity_m_s[0], st.velocity_m_s[1], st.velocity_m_s[2] = vx, vy, vz
-        st.buttons = int(buttons)
+        if self._shim is None or self._handle == HD_INVALID_HANDLE:
+            raise DeviceError("no reading: the device is closed")
+        with self._latest_lock:
+            latest = self._latest
+            self._shim.latest(latest)
+            if latest.seq == 0:
+                raise DeviceError("no reading yet: open the device (with device: ...) first")
+            st = self._main_state
+            st.t_s = latest.t_s - self._t0
+            p, v = latest.pos_mm, latest.vel_mm_s
+            st.position_m[0], st.position_m[1], st.position_m[2] = p[0] * 1e-3, p[1] * 1e-3, p[2] * 1e-3
+            st.velocity_m_s[0], st.velocity_m_s[1], st.velocity_m_s[2] = v[0] * 1e-3, v[1] * 1e-3, v[2] * 1e-3
+            st.buttons = int(latest.buttons)
         return st
 
     def command_force(self, force_n: NDArray[np.float64]) -> NDArray[np.float64]:
         """Pass ``force_n`` (3,) [N, on the stylus, device frame] through the safety layer.
 
-        Valid only inside the tick (the HD thread); the result is written to the device
-        in this frame. Returns the force sent (owned buffer, valid until the next call).
-        Outside the tick a zero force is accepted (the device already holds zero between
-        runs); anything else raises DeviceError.
+        Valid only inside the tick; the result is posted to the servo callback when the
+        tick returns (for this frame if the callback still waits, else for the next:
+        one call out of Python per tick). Returns the force to send (owned buffer, valid
+        until the next call); should the force watchdog have tripped meanwhile, zero is
+        sent instead and ``run`` raises after this tick. Outside the tick a zero force is
+        accepted (the device already holds zero between runs); anything else raises
+        DeviceError.
         """
-        if not (self._in_tick and threading.get_ident() == self._servo_ident):
+        if not self._in_servo_tick():
             if not np.any(force_n):
                 return self._zero
             raise DeviceError("command_force is only valid inside the servo tick (device.clock().run)")
-        safe = self.safety.filter(self._state.t_s, force_n)
-        self._force_np[:] = safe
-        self._sent[:] = safe
+        self._sent[:] = self.safety.filter(self._state.t_s, force_n)
         self._commanded = True
         return self._sent
 
     @property
     def fault(self) -> str | None:
-        """Why the device is faulted (a tick raised or libHD reported an error), or None."""
+        """Why the device is faulted (a tick raised, libHD reported an error, the force
+        watchdog tripped), or None."""
+        if self._fault is None and self._mode == _IDLE and self._open:
+            errors = self._new_errors()
+            if errors:
+                self._fault = "libHD reported " + "; ".join(map(str, errors))
         return self._fault
 
     def clear_fault(self) -> None:
         """Forget a latched fault so that the next run may start (force ramps in again)."""
         if self._mode != _IDLE:
             raise DeviceError("cannot clear a fault while a run is active")
+        if self._open:
+            self._new_errors()
         self._fault = None
+        if self._shim is not None:
+            self._shim.clear_fault()
 
     def set_engaged(self, engaged: bool) -> None:
         """Engage (force ramps in) or release (force ramps out) the guidance force."""
@@ -436,13 +516,17 @@ class OpenHapticsDevice:
     def stylus_transform(self) -> NDArray[np.float64]:
         """(4, 4) homogeneous stylus transform (device frame; rotation, translation in m).
 
-        From ``HD_CURRENT_TRANSFORM`` of this frame inside the tick, else of the reading
-        last returned by ``read()``. A new array (not for the tick's hot path).
+        From ``HD_CURRENT_TRANSFORM`` of this tick's sample inside the tick, else of the
+        reading last returned by ``read()`` (read now if there was none). A new array (not
+        for the tick's hot path).
         """
-        if self._in_tick and threading.get_ident() == self._servo_ident:
-            raw = np.ctypeslib.as_array(self._xf_buf).copy()
+        if self._in_servo_tick():
+            raw = self._xf_view.copy()
         else:
-            raw = np.frombuffer(self._main_xf, dtype=np.float64)
+            if self._latest.seq == 0:
+                self.read()
+            with self._latest_lock:
+                raw = np.ctypeslib.as_array(self._latest.xform).copy()
         # Column-major storage (element [col*4 + row]): a row-major reshape is the transpose.
         matrix = raw.reshape(4, 4).T.copy()
         matrix[:3, 3] *= 1e-3
@@ -458,7 +542,7 @@ class OpenHapticsDevice:
         return self._timing
 
     def clock(self) -> OpenHapticsClock:
-        """The ServoClock that runs ticks inside this device's HD scheduler callback."""
+        """The ServoClock that runs ticks paced by this device's HD scheduler."""
         return OpenHapticsClock(self)
 
     # -- running a tick --------------------------------------------------------------
@@ -466,197 +550,131 @@ class OpenHapticsDevice:
     def _now(self) -> float:
         return time.perf_counter() - self._t0
 
-    def run(self, tick: Tick, max_ticks: int) -> None:
-        """Run ``tick`` in the HD callback until it returns False or ``max_ticks`` ran.
+    def _new_errors(self) -> list[HDError]:
+        """The libHD errors the servo callback read since the last call (also kept in hd_errors)."""
+        if self._shim is None:
+            return []
+        raw = self._shim.errors_since(self._errors_seen)
+        self._errors_seen = int(self._shim.status().n_errors)
+        errors = [HDError(code, internal, t_s - self._t0) for code, internal, t_s in raw]
+        self.hd_errors.extend(errors)
+        self._run_errors.extend(errors)
+        return errors
 
-        Blocks the calling thread (waiting on an Event, so the HD thread gets the GIL).
-        Force ramps in (safety engage ramp, restarted here) and out at the end. Opens the
-        device first if ``with device:`` has not (``close``/``__exit__`` still stop it).
+    def run(self, tick: Tick, max_ticks: int) -> None:
+        """Run ``tick`` once per servo tick until it returns False or ``max_ticks`` ran.
+
+        The tick runs in the calling thread, paced by the C servo callback (waiting for
+        each sample with the GIL released). Force ramps in (safety engage ramp, restarted
+        here) and out at the end. Opens the device first if ``with device:`` has not
+        (``close``/``__exit__`` still stop it).
 
         Raises:
             Exception: whatever the tick raised (force zeroed first, fault latched).
-            DeviceError: libHD reported an error, the scheduler stalled, or the device is
-                not open / faulted / already running.
+            DeviceError: libHD reported an error, the force watchdog tripped (no fresh
+                force in time: a tick that stalled), the scheduler stalled, or the device
+                is not open / faulted / already running.
         """
         if not self._open:
             self.open()  # a clock run needs the scheduler; __exit__/close (or exit) stops it
-        if self._fault is not None:
+        if self.fault is not None:
             raise DeviceError(f"the device is faulted ({self._fault}); call clear_fault() to go on")
         if self._mode != _IDLE:
             raise DeviceError("a run is already active on this device")
-        if threading.get_ident() == self._servo_ident:
-            raise DeviceError("run() cannot be called from inside the servo tick")
         if max_ticks < 1:
             raise ValueError(f"max_ticks must be at least 1, got {max_ticks}")
+        assert self._shim is not None
+        shim = self._shim
         self._tick = tick
         self._max_ticks = int(max_ticks)
         self._ticks_run = 0
+        self._skipped = 0
         self._stop_requested = False
         self._stopped_by = ""
-        self._run_exc = None
+        self._watchdog_report = None
         self._run_errors = []
-        self._busy_sum_s = 0.0
-        self._busy_max_s = 0.0
         self._timing = ServoTiming(1.0 / self.spec.rate_hz, capacity=min(self._max_ticks, _TIMING_CAPACITY))
         engaged = self.safety.engaged  # engagement persists across runs; the ramp restarts
         self.safety.reset()
         self.safety.set_engaged(engaged)
         self._prev_buttons = 0
+        self._servo_ident = threading.get_ident()
         self._done.clear()
+        shim.reset_stats()
+        restore, self._realtime = _realtime_thread()
         try:
+            if not self._realtime:
+                logger.info("the servo loop runs without real-time priority (grant CAP_SYS_NICE or an rtprio "
+                            "limit): a busy machine may delay a tick past the force watchdog's limit")
             with frozen_heap():
-                self._mode = _RUNNING  # the HD thread picks it up at its next tick
-                self._wait_for_run()
-        except BaseException:
-            self._stop_requested = True
-            self._done.wait(1.0)
-            self._mode = _IDLE
-            raise
+                latest = Sample()
+                shim.latest(latest)
+                self._seq = int(latest.seq)  # the first tick answers the next sample
+                shim.arm()
+                self._mode = _RUNNING
+                self._loop()
         finally:
+            shim.disarm()  # zero force from the next callback, whatever happened ...
+            shim.wait_zero_sent(0.05)  # ... and sent before run() returns or raises
+            self._mode = _IDLE
             self._tick = None
+            self._in_tick = False
+            self._servo_ident = -1
+            _restore_thread(restore)
             self._finish_run()
-        if self._run_exc is not None:
-            exc, self._run_exc = self._run_exc, None
-            raise exc
+            self._done.set()
 
-    def _wait_for_run(self) -> None:
-        last_beat = self._heartbeat
-        while not self._done.wait(self._stall_timeout_s):
-            if self._heartbeat == last_beat:
-                self._mode = _IDLE
-                self._fault = "the HD scheduler stopped calling back"
-                raise DeviceError(f"{self._fault} (no servo tick for {self._stall_timeout_s} s)")
-            last_beat = self._heartbeat
+    def _loop(self) -> None:
+        assert self._shim is not None
+        shim, sample = self._shim, self._sample
+        waited_s = 0.0
+        post = False  # the tick's force (self._sent) is still to be posted for self._seq
+        while True:
+            if post:
+                x, y, z = self._sent.tolist()
+                seq = shim.post_and_wait(self._seq, x, y, z, _WAIT_SLICE_S, sample)
+                post = False
+            else:
+                seq = shim.wait_sample(self._seq, _WAIT_SLICE_S, sample)
+            if seq == 0:
+                if sample.closed or self._handle == HD_INVALID_HANDLE:
+                    self._stopped_by = "closed"
+                    raise DeviceError("the device was closed during a run")
+                waited_s += _WAIT_SLICE_S
+                if waited_s >= self._stall_timeout_s:
+                    self._fault = "the HD scheduler stopped calling back"
+                    self._stopped_by = "scheduler stall"
+                    raise DeviceError(f"{self._fault} (no servo tick for {self._stall_timeout_s} s)")
+                continue
+            waited_s = 0.0
+            self._skipped += seq - self._seq - 1
+            self._seq = seq
+            if sample.hd_fault or sample.n_errors > self._errors_seen:
+                self._raise_hd_errors()
+            if sample.tripped:
+                self._raise_watchdog()
+            t = sample.t_s - self._t0
+            self._load_state(t)
+            if self._mode == _RUNNING:
+                self._run_tick(t)
+            else:  # _RAMP_OUT
+                self._sent[:] = self.safety.ramp_to_zero(t)
+                if not self._sent.any():
+                    shim.post_force(self._seq, 0.0, 0.0, 0.0)
+                    return
+            post = True
 
-    def _finish_run(self) -> None:
-        summary: dict[str, Any] = dict(self._timing.summary()) if self._timing else {}
-        n = max(self._ticks_run, 1)
-        summary.update(
-            ticks_run=self._ticks_run,
-            busy_ms_mean=self._busy_sum_s / n * 1e3,
-            busy_ms_max=self._busy_max_s * 1e3,
-            hd_errors=[str(e) for e in self._run_errors],
-            stopped_by=self._stopped_by,
-        )
-        self.last_run = summary
-
-    # -- the HD scheduler callback (HD servo thread) ---------------------------------
-
-    def _on_servo(self, _user_data: int | None) -> int:
-        """The scheduler callback: never lets an exception out, always returns a code."""
-        try:
-            return self._servo_step()
-        except BaseException as exc:  # noqa: BLE001 - nothing may escape into libHD
-            return self._servo_emergency(exc)
-
-    def _servo_step(self) -> int:
-        api, h = self._api, self._handle
-        t = time.perf_counter() - self._t0
-        if self._servo_ident != threading.get_ident():
-            self._servo_ident = threading.get_ident()
-        api.hdBeginFrame(h)
-        self._in_frame = True
-        if self._heartbeat == 0:
-            self._probe_state_enums()
-        if self._has_xf:
-            api.hdGetDoublev(self._E_XF, self._xf_buf)
-        if self._has_pos:
-            api.hdGetDoublev(self._E_POS, self._pos_buf)
-        else:
-            self._pos_buf[0], self._pos_buf[1], self._pos_buf[2] = self._xf_buf[12:15]
-        if self._has_vel:
-            api.hdGetDoublev(self._E_VEL, self._vel_buf)
-        else:
-            self._difference_velocity(t)
-        if self._has_btn:
-            api.hdGetIntegerv(self._E_BTN, self._btn_ref)
+    def _load_state(self, t: float) -> None:
         st = self._state
         st.t_s = t
         np.multiply(self._pos_mm, 1e-3, out=st.position_m)
         np.multiply(self._vel_mm_s, 1e-3, out=st.velocity_m_s)
-        buttons = self._btn_buf.value
-        st.buttons = buttons
+        st.buttons = int(self._sample.buttons)
 
-        mode = self._mode
-        if mode == _RUNNING:
-            self._run_tick(t, buttons)
-        elif mode == _RAMP_OUT:
-            self._force_np[:] = self.safety.ramp_to_zero(t)
-            if not self._force_np.any():
-                self._end_run()
-        elif mode == _ZERO_THEN_IDLE:
-            self._force_np[:] = 0.0
-            self._end_run()
-        else:
-            self._force_np[:] = 0.0
-        api.hdSetDoublev(self._E_FORCE, self._force_buf)
-        api.hdEndFrame(h)
-        self._in_frame = False
-
-        info = api.hdGetError()
-        if info.errorCode:
-            self._on_hd_errors(t, int(info.errorCode), int(info.internalErrorCode))
-        p, v = self._pos_buf, self._vel_buf
-        self._published = (
-            t, p[0] * 1e-3, p[1] * 1e-3, p[2] * 1e-3, v[0] * 1e-3, v[1] * 1e-3, v[2] * 1e-3,
-            buttons, bytes(self._xf_buf),
-        )
-        if self._heartbeat == 0:
-            self._alive.set()
-        self._heartbeat += 1
-        if mode != _IDLE and api.hdGetSchedulerTimeStamp is not None:
-            busy = api.hdGetSchedulerTimeStamp()
-            self._busy_sum_s += busy
-            if busy > self._busy_max_s:
-                self._busy_max_s = busy
-        if self._wake_runner:
-            self._wake_runner = False
-            self._done.set()
-        return HD_CALLBACK_CONTINUE
-
-    def _probe_state_enums(self) -> None:
-        """First frame: which state queries this libHD answers (all, on a real driver)."""
-        api = self._api
-        queries = (("_has_xf", self._E_XF, self._xf_buf), ("_has_pos", self._E_POS, self._pos_buf),
-                   ("_has_vel", self._E_VEL, self._vel_buf))
-        for attr, enum, buf in queries:
-            api.hdGetDoublev(enum, buf)
-            setattr(self, attr, not api.drain_errors(0.0))
-        api.hdGetIntegerv(self._E_BTN, self._btn_ref)
-        self._has_btn = not api.drain_errors(0.0)
-        if not self._has_xf:
-            for i, value in enumerate((1.0, 0, 0, 0, 0, 1.0, 0, 0, 0, 0, 1.0, 0, 0, 0, 0, 1.0)):
-                self._xf_buf[i] = value
-        if not (self._has_pos or self._has_xf):
-            raise DeviceError("libHD answers neither HD_CURRENT_POSITION nor HD_CURRENT_TRANSFORM")
-
-    def _difference_velocity(self, t: float) -> None:
-        """Velocity [mm/s] by differencing positions, for a libHD without HD_CURRENT_VELOCITY.
-
-        The positions are differenced over the times the scheduler's ticks began (when
-        the device was sampled: ``t`` less ``hdGetSchedulerTimeStamp``), not over when
-        this callback got the GIL: every ctypes call may wait for it, so with a busy Python
-        thread beside the loop callback-time differencing misread speeds by up to 1.8x.
-        """
-        stamp = self._api.hdGetSchedulerTimeStamp
-        if stamp is not None:
-            # read the clock right before the call: every ctypes call may wait for the GIL
-            # on its way back, so ``t`` (taken on entry) can be late by then
-            now = time.perf_counter() - self._t0
-            in_tick = stamp()
-            if 0.0 <= in_tick < 0.05:
-                t = now - in_tick
-        p, prev, v = self._pos_buf, self._prev_pos_mm, self._vel_buf
-        dt = t - self._prev_t_s
-        for i in range(3):
-            v[i] = (p[i] - prev[i]) / dt if 0.0 < dt < 0.05 else 0.0
-            prev[i] = p[i]
-        self._prev_t_s = t
-        if not self._has_xf:
-            self._xf_buf[12], self._xf_buf[13], self._xf_buf[14] = p[0], p[1], p[2]
-
-    def _run_tick(self, t: float, buttons: int) -> None:
-        self._timing.mark(t)
+    def _run_tick(self, t: float) -> None:
+        assert self._timing is not None and self._tick is not None
+        self._timing.mark(time.perf_counter() - self._t0)
+        buttons = self._state.buttons
         if self._engage_from_button and buttons & BUTTON_ENGAGE and not self._prev_buttons & BUTTON_ENGAGE:
             self.safety.set_engaged(True)
         self._prev_buttons = buttons
@@ -664,70 +682,63 @@ class OpenHapticsDevice:
         self._in_tick = True
         try:
             keep_going = self._tick()
-        except BaseException as exc:  # noqa: BLE001 - re-raised in run()'s thread
+        except BaseException as exc:
             self._in_tick = False
-            self._force_np[:] = 0.0
-            self._latch(f"the servo tick raised {type(exc).__name__}: {exc}", exc, "tick exception")
-            return
+            assert self._shim is not None
+            self._shim.post_force(self._seq, 0.0, 0.0, 0.0)  # zero in this frame if the callback still waits
+            self._fault = f"the servo tick raised {type(exc).__name__}: {exc}"
+            self._stopped_by = "tick exception"
+            raise
         self._in_tick = False
         if not self._commanded:
-            self._force_np[:] = self.safety.filter(t, self._zero)
+            self._sent[:] = self.safety.filter(t, self._zero)
         self._ticks_run += 1
         if keep_going is False or self._ticks_run >= self._max_ticks or self._stop_requested:
             self._stopped_by = "tick" if keep_going is False else ("stop" if self._stop_requested else "max_ticks")
             self._mode = _RAMP_OUT
 
-    def _end_run(self) -> None:
-        # run() is woken at the end of this callback, once the frame (zero force) is sent.
-        self._mode = _IDLE
-        self._wake_runner = True
+    def _raise_hd_errors(self) -> None:
+        errors = self._new_errors()
+        text = "; ".join(map(str, errors)) or "an error"
+        self._fault = f"libHD reported {text}"
+        self._stopped_by = "hd error"
+        raise DeviceError(f"libHD reported {text} during the servo loop")
 
-    def _latch(self, reason: str, exc: BaseException, stopped_by: str) -> None:
-        """Zero force from now on, remember why, and wake the thread waiting in run()."""
-        self._force_np[:] = 0.0
-        if self._fault is None:
-            self._fault = reason
-        if self._mode != _IDLE:
-            self._run_exc = exc
-            self._stopped_by = stopped_by
-            self._end_run()
+    def _raise_watchdog(self) -> None:
+        assert self._shim is not None
+        st = self._shim.status()
+        self._watchdog_report = {
+            "trip_t_s": st.trip_t_s - self._t0,
+            "no_fresh_force_ms": 1e3 * st.trip_age_s,
+            "zero_t_s": None if math.isnan(st.zero_t_s) else st.zero_t_s - self._t0,
+            "last_fresh_t_s": st.last_fresh_t_s - self._t0,
+        }
+        self._fault = (f"the force watchdog zeroed the force: no fresh force from the servo tick for "
+                       f"{1e3 * st.trip_age_s:.1f} ms (limit {1e3 * self._shim.timing.stale_s:.1f} ms)")
+        self._stopped_by = "force watchdog"
+        raise DeviceError(self._fault)
 
-    def _on_hd_errors(self, t: float, code: int, internal: int) -> None:
-        errors = [HDError(code, internal, t), *self._api.drain_errors(t)]
-        self.hd_errors.extend(errors)
-        self._run_errors.extend(errors)
-        text = "; ".join(map(str, errors))
-        error = DeviceError(f"libHD reported {text} during the servo loop")
-        running = self._mode != _IDLE
-        self._latch(f"libHD reported {text}", error, "hd error")
-        if running:
-            # This frame's force has already gone out: run() is woken only after the next
-            # frame has sent zero force.
-            self._wake_runner = False
-            self._mode = _ZERO_THEN_IDLE
-
-    def _servo_emergency(self, exc: BaseException) -> int:
-        """Our own callback machinery failed: zero force, end the frame, latch, report."""
-        try:
-            self._alive.set()  # open() is waiting for the first frame: let it see the fault
-            self._force_np[:] = 0.0
-            if self._in_frame:
-                self._api.hdSetDoublev(self._E_FORCE, self._force_buf)
-                self._api.hdEndFrame(self._handle)
-                self._in_frame = False
-            reason = f"the servo callback failed: {exc!r}"
-            self._latch(reason, DeviceError(reason), "callback error")
-            if self._wake_runner:
-                self._wake_runner = False
-                self._done.set()
-            return HD_CALLBACK_CONTINUE
-        except BaseException:  # noqa: BLE001 - last resort: leave the scheduler
-            self._callback_dead = True
-            return HD_CALLBACK_DONE
+    def _finish_run(self) -> None:
+        summary: dict[str, Any] = dict(self._timing.summary()) if self._timing else {}
+        st = self._shim.status() if self._shim is not None else None
+        armed_calls = (st.answered + st.unanswered) if st is not None else 0
+        summary.update(
+            ticks_run=self._ticks_run,
+            busy_ms_mean=(st.busy_sum_s / armed_calls * 1e3) if st is not None and armed_calls else 0.0,
+            busy_ms_max=st.busy_max_s * 1e3 if st is not None else 0.0,
+            answered_in_frame=int(st.answered) if st is not None else 0,
+            answered_late=int(st.unanswered) if st is not None else 0,
+            samples_skipped=self._skipped,
+            hd_errors=[str(e) for e in self._run_errors],
+            watchdog=self._watchdog_report,
+            realtime=self._realtime,
+            stopped_by=self._stopped_by,
+        )
+        self.last_run = summary
 
 
 class OpenHapticsClock:
-    """``ServoClock`` whose ticks run inside the device's HD scheduler callback."""
+    """``ServoClock`` whose ticks are paced by the device's HD scheduler."""
 
     def __init__(self, device: OpenHapticsDevice) -> None:
         self.device = device
@@ -740,4 +751,3 @@ class OpenHapticsClock:
     def run(self, tick: Tick, max_ticks: int) -> None:
         """See ``OpenHapticsDevice.run``."""
         self.device.run(tick, max_ticks)
-

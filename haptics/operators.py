@@ -3,7 +3,7 @@
 The operator sees the scene (target and end effector, mapped to the device frame by the
 trial tick) through a reaction delay, plans minimum-jerk submovements that intercept the
 target at its velocity, and moves the stylus through an arm endpoint impedance, so that
-guidance forces on the stylus move the hand. Sources (see docs/readme/haptics.md):
+guidance forces on the stylus move the hand. Sources (see docs/haptics.md):
 
 * minimum-jerk point-to-point movements: Flash & Hogan 1985 (J. Neurosci. 5:1688);
   quintic with boundary positions, velocities and accelerations;
@@ -43,157 +43,17 @@ exactly) and its impedance ``(M, B, K)`` for the trial.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
-from typing import Protocol, runtime_checkable
+from dataclasses import replace
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
 
-from capture_trainer.catalog import PARTICIPANT_KINDS
 from haptics import _kernels as _k
+from haptics.participants import PARTICIPANT_PRESETS, ParticipantParams
 
 #: Gaussian draws kept in the operator's preallocated noise buffer (refilled in place).
 _NOISE_DRAWS = 3 * 4096
-
-
-@dataclass(frozen=True)
-class ParticipantParams:
-    """One simulated participant (device frame, SI units).
-
-    Attributes:
-        kind: ``novice``, ``expert`` or ``passive``.
-        participant_id: label recorded with the trial.
-        reaction_time_s: visual feedback delay [s] (percepts are this old).
-        extrapolation: fraction of the delay the operator compensates by extrapolating
-            the target it sees with its perceived velocity (0 = none, 1 = full).
-        forward_model_gain: how much the operator trusts its prediction of the end
-            effector from its own hand (plus the learned hand-to-end-effector offset)
-            over the delayed view (1 = fully, 0 = only the delayed view).
-        offset_learn_s: time constant [s] with which it learns that offset.
-        hand_mass_kg, hand_stiffness_n_m, hand_damping_n_s_m: arm endpoint impedance
-            with the normal grip.
-        resist_stiffness_gain: factor on stiffness and damping when resisting
-            (co-contraction).
-        fitts_a_s, fitts_b_s: movement time T = a + b log2(1 + D/W) [s].
-        fitts_width_m: W [m], the operator's idea of the target size.
-        min_duration_s: shortest submovement [s].
-        endpoint_k_s: a submovement's endpoint error along the movement has SD
-            ``k D / T`` [m] (Meyer et al. 1988: proportional to the mean speed), k [s].
-        lateral_k_s: the same across the movement (each perpendicular direction) [s].
-        duration_sd: SD of a submovement's duration error (fraction).
-        speed_weber: SD of the perceived target speed (fraction, Weber).
-        velocity_match_sd: SD of the planned final speed along the target's motion, as
-            a fraction of the target's speed (0.3 of it again in any direction).
-        aim_through: how far beyond the target a submovement aims, as a fraction of
-            the gap it closes (people hit moving targets rather than stop at them:
-            Brenner & Smeets 1996; contact then comes while the hand still moves,
-            which is why unguided captures are fast).
-        aim_through_sd: its SD across submovements (same units).
-        overlap: fraction of a submovement after which the next one may start.
-        replan_interval_s: shortest interval between submovement starts [s].
-        noise_const_n: constant part of the motor noise SD [N].
-        noise_gain: signal-dependent part: SD per newton of active hand force.
-        noise_tau_s: correlation time of the motor noise [s].
-        compliance: how much the operator yields to guidance forces, in [0, 1].
-        yield_tau_s: time constant [s] of yielding at full compliance.
-        yield_force_n: felt force [N] from which on the operator knows that guidance
-            is on (and, as far as it complies, goes along with it for the trial).
-        relaxed_grip: the fraction of its active impedance a fully compliant operator
-            keeps while it feels guidance (it relaxes its grip and lets the force
-            drive); the grip follows with time constant ``yield_tau_s``.
-        disagree_weight: how much less a complying operator yields (and how much
-            firmer it grips) when the felt force opposes the force it wants to apply
-            itself: the yield is scaled by ``1 − w (1 − cos θ)/2`` (θ the angle between
-            the two); 1 = it holds firm against a fully opposing force. The same
-            weight, times how far the force opposes it, stiffens its grip up to
-            ``resist_stiffness_gain`` (co-contraction against a perturbation).
-        resist_probability: probability per trial that the operator takes charge
-            (resists the guidance: compliance 0.1, co-contracted grip).
-        has_intent: False for the passive follower (no plan: hand impedance only).
-        tool_mass_kg: the stylus mass in the operator's internal model [kg]; the plan's
-            acceleration times (hand + tool mass) is fed forward (an internal model of
-            the limb's dynamics: Shadmehr & Mussa-Ivaldi 1994), so that the hand follows
-            its minimum-jerk plan and the impedance only handles deviations.
-    """
-
-    kind: str
-    participant_id: str = ""
-    reaction_time_s: float = 0.25
-    extrapolation: float = 0.9
-    hand_mass_kg: float = 1.2
-    hand_stiffness_n_m: float = 250.0
-    hand_damping_n_s_m: float = 12.0
-    resist_stiffness_gain: float = 1.8
-    fitts_a_s: float = 0.35
-    fitts_b_s: float = 0.22
-    fitts_width_m: float = 0.01
-    min_duration_s: float = 0.25
-    endpoint_k_s: float = 0.1
-    lateral_k_s: float = 0.015
-    duration_sd: float = 0.12
-    speed_weber: float = 0.10
-    velocity_match_sd: float = 0.6
-    aim_through: float = 0.2
-    aim_through_sd: float = 0.1
-    overlap: float = 0.75
-    replan_interval_s: float = 0.3
-    noise_const_n: float = 0.05
-    noise_gain: float = 0.08
-    noise_tau_s: float = 0.04
-    compliance: float = 0.7
-    yield_tau_s: float = 0.15
-    yield_force_n: float = 0.5
-    relaxed_grip: float = 0.3
-    disagree_weight: float = 1.0
-    resist_probability: float = 0.1
-    has_intent: bool = True
-    tool_mass_kg: float = 0.05
-    forward_model_gain: float = 0.85
-    offset_learn_s: float = 1.0
-
-    def as_dict(self) -> dict[str, object]:
-        """Plain-data form recorded with the trial metadata."""
-        return asdict(self)
-
-
-#: The built-in kinds. Values from the sources in the module docstring; "expert" reacts
-#: faster, predicts fully, moves more accurately and matches velocity better.
-PARTICIPANT_PRESETS: dict[str, ParticipantParams] = {
-    "novice": ParticipantParams(kind="novice"),
-    "expert": ParticipantParams(
-        kind="expert",
-        reaction_time_s=0.2,
-        extrapolation=1.0,
-        forward_model_gain=1.0,
-        hand_stiffness_n_m=300.0,
-        hand_damping_n_s_m=14.0,
-        fitts_a_s=0.3,
-        fitts_b_s=0.18,
-        endpoint_k_s=0.04,
-        lateral_k_s=0.008,
-        duration_sd=0.07,
-        speed_weber=0.06,
-        velocity_match_sd=0.25,
-        aim_through=0.08,
-        aim_through_sd=0.05,
-        replan_interval_s=0.2,
-        noise_gain=0.05,
-        compliance=0.75,
-        resist_probability=0.15,
-    ),
-    "passive": ParticipantParams(
-        kind="passive",
-        hand_mass_kg=0.8,
-        hand_stiffness_n_m=0.0,
-        hand_damping_n_s_m=4.0,
-        noise_const_n=0.02,
-        noise_gain=0.0,
-        compliance=1.0,
-        resist_probability=0.0,
-        has_intent=False,
-    ),
-}
-assert tuple(PARTICIPANT_PRESETS) == PARTICIPANT_KINDS
 
 
 @runtime_checkable
@@ -269,8 +129,7 @@ class HumanOperator:
     """
 
     def __init__(self, params: ParticipantParams, seed: int = 0, dt_s: float = 1e-3) -> None:
-        if params.kind not in PARTICIPANT_KINDS:
-            raise ValueError(f"unknown participant kind {params.kind!r}; expected one of {PARTICIPANT_KINDS}")
+        PARTICIPANT_PRESETS.get(params.kind)  # an unknown kind raises, naming the known ones
         if not dt_s > 0.0:
             raise ValueError(f"dt_s must be positive, got {dt_s}")
         self.params = params
@@ -398,7 +257,8 @@ class HumanOperator:
         self._read = read
         if read < 0 or self._ring[read % self._cap, 0] > cutoff:
             return None
-        return self._ring[read % self._cap]
+        row: NDArray[np.float64] = self._ring[read % self._cap]
+        return row
 
     def _plan_state(self, t_s: float, k: int) -> tuple[float, float, float]:
         """Planned position, velocity, acceleration of axis ``k`` at ``t_s``."""
@@ -547,10 +407,9 @@ class HumanOperator:
 
 
 def make_operator(kind: str, seed: int = 0, dt_s: float = 1e-3) -> HumanOperator:
-    """The built-in participant ``kind`` (``novice``, ``expert``, ``passive``)."""
-    if kind not in PARTICIPANT_PRESETS:
-        raise ValueError(f"unknown participant kind {kind!r}; expected one of {PARTICIPANT_KINDS}")
-    return HumanOperator(replace(PARTICIPANT_PRESETS[kind], participant_id=f"{kind}-{seed}"), seed=seed, dt_s=dt_s)
+    """The built-in participant ``kind`` (a name in :data:`PARTICIPANT_PRESETS`)."""
+    preset = PARTICIPANT_PRESETS.get(kind)
+    return HumanOperator(replace(preset, participant_id=f"{kind}-{seed}"), seed=seed, dt_s=dt_s)
 
 
 #: Individual differences: the log-normal spread (SD of the log) of each parameter a
@@ -584,8 +443,7 @@ def _allocate(n: int, mix: dict[str, float]) -> list[str]:
     if not mix or total <= 0.0 or any(w < 0.0 for w in mix.values()):
         raise ValueError(f"mix must have non-negative weights with a positive sum, got {mix!r}")
     for kind in mix:
-        if kind not in PARTICIPANT_PRESETS:
-            raise ValueError(f"unknown participant kind {kind!r} in mix; expected one of {PARTICIPANT_KINDS}")
+        PARTICIPANT_PRESETS.get(kind)  # an unknown kind raises, naming the known ones
     quotas = {kind: n * w / total for kind, w in mix.items()}
     counts = {kind: int(math.floor(q)) for kind, q in quotas.items()}
     rest = sorted(mix, key=lambda kind: (counts[kind] - quotas[kind], list(mix).index(kind)))
@@ -616,7 +474,7 @@ def sample_population(
     population = []
     for i, kind in enumerate(kinds):
         base = PARTICIPANT_PRESETS[kind]
-        changes: dict[str, object] = {"participant_id": f"P{i + 1:02d}"}
+        changes: dict[str, Any] = {"participant_id": f"P{i + 1:02d}"}
         for name, sigma in POPULATION_SPREAD.items():
             factor = math.exp(sigma * float(rng.standard_normal()))
             value = getattr(base, name) * factor

@@ -83,11 +83,13 @@ class SimulatedDevice:
         seed: trial seed given to the operator (its noise and choices for this trial).
         mass_kg, damping_n_s_m: the device's ``m`` and ``c`` of eq. 8.
         initial_position_m: (3,) stylus position at reset [m], device frame.
-        safety_config: the safety layer's tuning. The simulated participant engages
-            on reset (it holds the stylus from the start), so forces ramp in from t=0.
+        safety_config: the safety layer's tuning (the one limiter). The simulated
+            participant engages on reset (it holds the stylus from the start), so forces
+            ramp in from t=0.
 
-    Per period: ``perceive(...)`` (optional, before ``read``), ``read()``,
-    ``command_force(f)``. Nothing here allocates per tick beyond Python floats.
+    A ``haptics.device.Device`` and a ``haptics.device.SimulatedHand``. Per period:
+    ``read()``, ``command_force(f)``, ``perceive(...)`` (what the hand sees for the next
+    period). Nothing here allocates per tick beyond Python floats.
     """
 
     def __init__(
@@ -152,6 +154,10 @@ class SimulatedDevice:
 
     def __exit__(self, *exc: object) -> None:
         self.safety.ramp_to_zero(self.t_s)
+
+    def clock(self) -> None:
+        """None: any clock may drive this device (paced for a person, free-running headless)."""
+        return None
 
     @property
     def hand_force_n(self) -> NDArray[np.float64]:

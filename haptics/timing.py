@@ -1,6 +1,6 @@
 """Servo timing statistics: tick periods, overruns and the worst tick of a run.
 
-Every trial records how regular its servo loop was (issue 4, item 6): the period
+Every trial records how regular its servo loop was: the period
 between consecutive ticks, its distribution (mean, median, p99, p99.9, max), the
 achieved rate, the overruns (a period longer than 1.5x the expected one) and a
 histogram. ``mark`` is called once per tick and only stores a float into a

@@ -102,7 +102,8 @@ def _view(typingctx, arena, start, shape):
     """
     if not (isinstance(arena, types.Array) and arena.ndim == 1 and arena.layout == "C"
             and arena.dtype == types.float64 and isinstance(start, types.Integer)
-            and isinstance(shape, types.BaseTuple) and all(isinstance(extent, types.Integer) for extent in shape)):
+            and isinstance(shape, types.BaseTuple)
+            and all(isinstance(extent, types.Integer) for extent in shape)):  # type: ignore[attr-defined]
         return None
     view_type = arena.copy(ndim=len(shape), layout="C")
 
@@ -112,7 +113,7 @@ def _view(typingctx, arena, start, shape):
         offset = context.cast(builder, args[1], start_type, types.intp)
         dims = [context.cast(builder, extent, extent_type, types.intp)
                 for extent, extent_type in zip(cgutils.unpack_tuple(builder, args[2]), shape_type)]
-        strides = []
+        strides: list[object] = []
         stride = ary.itemsize
         for extent in reversed(dims):
             strides.insert(0, stride)
@@ -141,14 +142,14 @@ def _empty(arena, top, shape):
     end = top + size
     if end > arena.shape[0]:
         raise ValueError("robot._kernels: work arena too small (allocate arena_size(n) floats)")
-    return _view(arena, top, shape), end
+    return _view(arena, top, shape), end  # type: ignore[call-arg]  # numba supplies typingctx
 
 
 @njit(cache=True, error_model="numpy", inline="always")
 def _full(arena, top, shape, value):
     """``np.full(shape, value)`` taken from the work arena (see :func:`_empty`)."""
     out, end = _empty(arena, top, shape)
-    flat = _view(arena, top, (end - top,))
+    flat = _view(arena, top, (end - top,))  # type: ignore[call-arg, var-annotated]  # numba supplies typingctx
     for i in range(end - top):
         flat[i] = value
     return out, end
@@ -1200,7 +1201,7 @@ def controller_step(q, qd, base_pos, base_quat, base_w, have_base, x_cmd, v_cmd,
     """
     n = q.shape[0]
     dt = params[P_DT]
-    arena = _view(arena, 0, arena.shape)  # untracked (the caller holds the array): no reference counting
+    arena = _view(arena, 0, arena.shape)  # type: ignore[call-arg]  # untracked (caller holds it): no ref counting
     top = 0
     rot0, top = _empty(arena, top, (3, 3))
     quat_to_matrix(base_quat[0], base_quat[1], base_quat[2], base_quat[3], rot0)
@@ -1312,7 +1313,7 @@ def plant_readout(state, before, have_before, joint_xyz, joint_rot, joint_axis, 
     base_quat = state[2 * n + 3:2 * n + 7]
     base_v = state[2 * n + 7:2 * n + 10]
     base_w = state[2 * n + 10:2 * n + 13]
-    arena = _view(arena, 0, arena.shape)  # untracked (the caller holds the array): no reference counting
+    arena = _view(arena, 0, arena.shape)  # type: ignore[call-arg]  # untracked (caller holds it): no ref counting
     top = 0
     origins, top = _empty(arena, top, (n, 3))
     axes, top = _empty(arena, top, (n, 3))

@@ -1,9 +1,12 @@
-"""The arm seam: what the slave controller needs from any arm, simulated or real.
+"""The arm seam: what the slave controller and the servo tick need from any arm.
 
 Timestamped joint commands go out, timestamped joint states (and the base state where
-the backend knows it) come in; only plain SI data crosses, so a network bridge to a real
-arm controller implements :class:`ArmBackend` exactly as :class:`robot.pybullet_arm.PyBulletArm`
-does.
+the backend knows it) come in, and once per servo period the owner advances the arm and
+reads its measurement (end effector, base torque and attitude); only plain SI data
+crosses, so a network bridge to a real arm controller implements :class:`ArmBackend`
+exactly as :class:`robot.pybullet_arm.PyBulletArm` does. Backends register by name in
+``robot.backends.ARM_BACKENDS``; the contract test (``tests/robot/test_arm_contract.py``)
+runs over every registered backend.
 
 Sign conventions and units at this boundary: joint angles [rad] and rates [rad/s] in the
 URDF joint sense (right-handed about ``Link.joint_axis``); base quantities in the task
@@ -97,12 +100,49 @@ class ArmState:
     base: BaseState | None = None
 
 
+@dataclass
+class ArmMeasurement:
+    """Read-outs of the arm after a servo period, task frame. ``measure()`` may refill
+    one instance per call (copy what you keep).
+
+    Attributes:
+        n_joints: number of joints.
+        t_s: time of the reading [s] (the backend's clock).
+        ee_position_m: (3,) end-effector position [m] (forward kinematics of the
+            measured joint and base state).
+        ee_velocity_m_s: (3,) end-effector velocity [m/s].
+        base_torque_n_m: (3,) torque the arm exerted on the base over the last period,
+            about the base centre of mass [N m] (eq. 2's T as the arm realised it; zero
+            where the backend cannot measure it).
+        base_attitude_rad: (3,) base attitude as a rotation vector from its initial
+            attitude [rad].
+        base_angular_velocity_rad_s: (3,) [rad/s].
+        q_rad: (n,) [rad]; qd_rad_s: (n,) [rad/s].
+    """
+
+    n_joints: int
+    t_s: float = 0.0
+    ee_position_m: NDArray[np.float64] = field(default_factory=lambda: np.zeros(3))
+    ee_velocity_m_s: NDArray[np.float64] = field(default_factory=lambda: np.zeros(3))
+    base_torque_n_m: NDArray[np.float64] = field(default_factory=lambda: np.zeros(3))
+    base_attitude_rad: NDArray[np.float64] = field(default_factory=lambda: np.zeros(3))
+    base_angular_velocity_rad_s: NDArray[np.float64] = field(default_factory=lambda: np.zeros(3))
+    q_rad: NDArray[np.float64] = field(init=False)
+    qd_rad_s: NDArray[np.float64] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.q_rad = np.zeros(self.n_joints)
+        self.qd_rad_s = np.zeros(self.n_joints)
+
+
 @runtime_checkable
 class ArmBackend(Protocol):
-    """What the slave controller drives. No simulator type crosses this seam.
+    """What the slave controller and the tick drive. No simulator type crosses this seam.
 
-    A simulated arm (``PyBulletArm``) advances only when its owner calls its own
-    ``step()``; a real arm runs on its own clock and ``send`` only hands the command over.
+    Per servo period the owner calls ``state()`` (through the controller), ``send()``,
+    ``advance()`` and ``measure()``. A simulated arm moves only in ``advance()``; a real
+    arm runs on its own clock, ``send`` hands the command over and ``advance`` waits for
+    (or takes) the state of the next period.
     """
 
     @property
@@ -118,6 +158,21 @@ class ArmBackend(Protocol):
         """Hand over a joint command; raises ArmError on a malformed or non-finite one."""
         ...
 
+    def advance(self) -> None:
+        """Let one servo period pass (a simulated plant steps; a real arm delivers the
+        state of its next period)."""
+        ...
+
+    def measure(self) -> ArmMeasurement:
+        """Read-outs after the last period (may be one instance, refilled per call)."""
+        ...
+
+    def link_positions_m(self) -> NDArray[np.float64]:
+        """(n_joints + 2, 3) points for drawing, task frame: base centre, joint origins,
+        end effector. A fresh array (display rate, not per tick)."""
+        ...
+
     def close(self) -> None:
         """Release the backend (idempotent)."""
         ...
+

@@ -9,7 +9,7 @@ to cancel the base reaction:
   torque ``T_des`` from base feedback; with ``z = 0`` and ``T_des = 0`` it is eq. 6).
 * ``pinv``: ``q̈ = J⁺(ẍ − J̇q̇) + P z`` (eq. 3; the minimum-norm baseline).
 
-Robustness (issue 2 item 7):
+Robustness:
 
 * **Damping scaled to ‖M‖.** ``[M P]⁺`` is computed as ``(MP)ᵀ (MP (MP)ᵀ + λ² I)⁻¹``
   with ``λ = damping_max ‖M‖ sqrt(1 − (s/s0)²)`` (defaults s0 = 0.01, damping_max = 0.1) when ``s = σ_min(MP)/‖M‖`` (the

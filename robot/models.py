@@ -13,8 +13,7 @@ effector``. The mounting pose (``mount_xyz_m``, ``mount_rpy_rad``) places the ar
 first joint frame on the base; ``Link.joint_xyz_m`` / ``joint_rpy_rad`` place every
 other joint in its parent link's frame (URDF convention: rotation ``Rz(y) Ry(p) Rx(r)``).
 
-The two registered models (keys of :data:`MODELS`, equal to
-``capture_trainer.catalog.MODEL_NAMES``):
+The two registered models (:data:`MODELS`, the one list of model names):
 
 ``planar-3r``
     The paper's 2-D case (Li & Yan 2019 after Cocuzza et al.): three revolute joints
@@ -35,7 +34,7 @@ end effector must travel about 0.13 m out toward +x and then 0.45 m back). The a
 therefore mounted on the **+x face** of the base (the face the debris approaches),
 its first joint axis along base +x, so that the capture motion is a reach-and-retract
 along the arm's own long axis rather than a sweep across the base. The start pose
-``q0_rad`` came from a search (:mod:`robot.pose_search`): random poses around an
+``q0_rad`` came from a search (:mod:`trials.pose_search`): random poses around an
 elbow-bent one, scored by the smallest ``sigma_ratio`` (σ_min(M (I − J⁺J)) / ‖M‖, the
 reaction-singularity gauge) seen during a simulated automatic capture, zero if the
 capture failed, ended off the target or the arm passed through the base. Measured: the
@@ -52,7 +51,6 @@ buys the reactionless workspace. The planar start pose was searched the same way
 
 from __future__ import annotations
 
-import difflib
 import math
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -60,7 +58,7 @@ from functools import cached_property
 import numpy as np
 from numpy.typing import NDArray
 
-from capture_trainer.catalog import MODEL_NAMES
+from capture_trainer.registry import Registry
 
 Vec3 = tuple[float, float, float]
 Mat3 = tuple[Vec3, Vec3, Vec3]
@@ -314,7 +312,7 @@ def _planar_3r() -> ManipulatorModel:
         task_dim=2,
         links=tuple(links),
         base_mass_kg=80.0,
-        base_inertia_kg_m2=box_inertia(80.0, base_size),
+        base_inertia_kg_m2=_inertia_matrix(box_inertia(80.0, base_size)),
         base_size_m=base_size,
         mount_xyz_m=(0.5 * base_size[0], 0.0, 0.0),
         mount_rpy_rad=(0.0, 0.0, 0.0),
@@ -364,7 +362,7 @@ def _spatial_7dof() -> ManipulatorModel:
         task_dim=3,
         links=tuple(links),
         base_mass_kg=120.0,
-        base_inertia_kg_m2=box_inertia(120.0, base_size),
+        base_inertia_kg_m2=_inertia_matrix(box_inertia(120.0, base_size)),
         base_size_m=base_size,
         mount_xyz_m=(0.5 * base_size[0] + chain[0][0], 0.0, 0.0),
         mount_rpy_rad=(0.0, 0.5 * math.pi, 0.0),
@@ -378,24 +376,22 @@ def _spatial_7dof() -> ManipulatorModel:
     )
 
 
-#: Start poses chosen by robot.pose_search (see the module docstring); planar scored from
+#: Start poses chosen by trials.pose_search (see the module docstring); planar scored from
 #: +x and +y, spatial from +x (then checked from +y and +z).
 PLANAR_Q0_RAD: tuple[float, ...] = (0.758, -0.868, 1.57)
 SPATIAL_Q0_RAD: tuple[float, ...] = (-1.416, -0.654, -0.413, -1.177, 0.071, 1.676, 1.609)
 
-MODELS: dict[str, ManipulatorModel] = {model.name: model for model in (_planar_3r(), _spatial_7dof())}
-assert tuple(MODELS) == MODEL_NAMES, "robot.models must register exactly catalog.MODEL_NAMES"
+#: The manipulator models by name (each model's own ``name``): the one list of model names.
+MODELS: Registry[ManipulatorModel] = Registry("manipulator model")
+for _model in (_planar_3r(), _spatial_7dof()):
+    MODELS.register(_model.name, _model)
 
 
 def get_model(name: str) -> ManipulatorModel:
     """The registered model called ``name``.
 
     Raises:
-        ValueError: unknown name; the message lists the known names and a close match.
+        capture_trainer.errors.UnknownNameError: (a ``ValueError``) unknown name; the
+            message lists the known names and a close match.
     """
-    try:
-        return MODELS[name]
-    except KeyError:
-        close = difflib.get_close_matches(name, list(MODELS), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ValueError(f"unknown manipulator model {name!r}{hint}; known models: {', '.join(MODELS)}") from None
+    return MODELS.get(name)

@@ -1,6 +1,6 @@
 """The simulated plant: the free-floating arm in PyBullet, behind the ArmBackend seam.
 
-Set-up (each a measured necessity with pybullet 3.2.7, see issue 2):
+Set-up (each a measured necessity with pybullet 3.2.7):
     * DIRECT by default (GUI on request), gravity zero, the base floating, fixed step ``dt_s``.
     * Masses and inertias from the URDF (``URDF_USE_INERTIA_FROM_FILE``; the URDF has no
       collision shapes, so there are no contacts either).
@@ -15,7 +15,7 @@ Set-up (each a measured necessity with pybullet 3.2.7, see issue 2):
       for 3 joints and 12 instead of 19 for 7.
 
 Per servo tick the owner calls ``state()`` (through the controller), ``send()``,
-``step()`` and ``measure()``; PyBullet is queried once per tick (joint states, base pose,
+``advance()`` and ``measure()``; PyBullet is queried once per tick (joint states, base pose,
 base velocity, after the step) and the result is cached for the next ``state()``.
 """
 
@@ -30,14 +30,15 @@ import os
 import sys
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from types import ModuleType
+from typing import cast
 
 import numpy as np
 from numpy.typing import NDArray
 
 from capture_trainer.errors import ArmError, PhysicsError
 from robot import _kernels as kern
-from robot.arm import ArmState, BaseState, JointCommand
+from robot.arm import ArmMeasurement, ArmState, BaseState, JointCommand
 from robot.models import ManipulatorModel
 from robot.urdf import model_urdf
 
@@ -47,62 +48,38 @@ MOTOR_FORCE_LIMIT = 1.0e5  # [N m]; large: the plant tracks the commanded rate e
 SOLVER_ITERATIONS = 100
 
 
-@dataclass
-class PlantMeasurement:
-    """Read-outs of the plant after a step, task frame. ``measure()`` refills one instance.
-
-    Attributes:
-        t_s: plant time [s].
-        ee_position_m: (3,) end-effector position [m] (forward kinematics of the
-            measured joint and base state, with the actual base twist for the velocity).
-        ee_velocity_m_s: (3,) end-effector velocity [m/s].
-        base_torque_n_m: (3,) torque the arm exerted on the base over the last step,
-            about the base centre of mass [N m], from the rate of change of the base's
-            angular momentum (eq. 2's T as the plant realised it).
-        base_attitude_rad: (3,) base attitude as a rotation vector from its initial
-            attitude [rad].
-        base_angular_velocity_rad_s: (3,) [rad/s].
-        q_rad: (n,) [rad]; qd_rad_s: (n,) [rad/s].
-    """
-
-    n_joints: int
-    t_s: float = 0.0
-    ee_position_m: NDArray[np.float64] = field(default_factory=lambda: np.zeros(3))
-    ee_velocity_m_s: NDArray[np.float64] = field(default_factory=lambda: np.zeros(3))
-    base_torque_n_m: NDArray[np.float64] = field(default_factory=lambda: np.zeros(3))
-    base_attitude_rad: NDArray[np.float64] = field(default_factory=lambda: np.zeros(3))
-    base_angular_velocity_rad_s: NDArray[np.float64] = field(default_factory=lambda: np.zeros(3))
-    q_rad: NDArray[np.float64] = field(init=False)
-    qd_rad_s: NDArray[np.float64] = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.q_rad = np.zeros(self.n_joints)
-        self.qd_rad_s = np.zeros(self.n_joints)
-
-
 @contextlib.contextmanager
-def _c_stdout_silenced() -> Iterator[None]:
-    """Send what C code prints to stdout (file descriptor 1) to /dev/null meanwhile.
+def _c_output_silenced(fd: int = 1) -> Iterator[None]:
+    """Send what C code prints to ``fd`` (1: stdout, 2: stderr) to /dev/null meanwhile.
 
-    For the few PyBullet set-up calls that print unasked: a command's stdout (the bench
-    commands' JSON, ``analyze --json``) must carry only what the command writes.
+    For the few PyBullet calls that print unasked: a command's stdout (the bench
+    commands' JSON, ``analyze --json``) must carry only what the command writes, and its
+    stderr only its one-line errors (importing pybullet prints its build time there).
     """
     try:
-        sys.stdout.flush()
-        saved = os.dup(1)
-    except (OSError, ValueError, AttributeError):  # no stdout at all (closed, detached): nothing to keep clean
+        (sys.stdout if fd == 1 else sys.stderr).flush()
+        saved = os.dup(fd)
+    except (OSError, ValueError, AttributeError):  # no such stream (closed, detached): nothing to keep clean
         yield
         return
     try:
         with open(os.devnull, "wb") as null:
-            os.dup2(null.fileno(), 1)
+            os.dup2(null.fileno(), fd)
             try:
                 yield
             finally:
-                _libc().fflush(None)  # what C buffered goes to /dev/null, not to stdout later
-                os.dup2(saved, 1)
+                _libc().fflush(None)  # what C buffered goes to /dev/null, not to the stream later
+                os.dup2(saved, fd)
     finally:
         os.close(saved)
+
+
+def _import_pybullet() -> ModuleType:
+    """pybullet, imported without its build-time banner on stderr."""
+    if "pybullet" not in sys.modules:
+        with _c_output_silenced(2):
+            import pybullet
+    return sys.modules["pybullet"]
 
 
 @functools.cache
@@ -133,7 +110,7 @@ class PyBulletArm:
 
     def __init__(self, model: ManipulatorModel, q0_rad: NDArray[np.float64] | None = None,
                  dt_s: float = 1e-3, gui: bool = False) -> None:
-        import pybullet as pb
+        pb = _import_pybullet()
 
         if not (dt_s > 0.0 and math.isfinite(dt_s)):
             raise PhysicsError(f"dt_s must be a positive number of seconds, got {dt_s}")
@@ -147,7 +124,7 @@ class PyBulletArm:
         if q0.shape != (n,) or not np.all(np.isfinite(q0)):
             raise PhysicsError(f"q0_rad must be {n} finite joint angles, got {q0.tolist()}")
         self._q0 = q0
-        self._client = pb.connect(pb.GUI if gui else pb.DIRECT)
+        self._client: int = pb.connect(pb.GUI if gui else pb.DIRECT)
         if self._client < 0:
             raise PhysicsError("could not connect to PyBullet")
         try:
@@ -167,28 +144,29 @@ class PyBulletArm:
         self._state = _state_view(self._raw, n)
         self._fresh = False  # is self._raw the plant's current state?
         self._have_before = False
-        self._measurement = PlantMeasurement(n)
+        self._measurement = ArmMeasurement(n)
         self._measurement.q_rad = self._state.q_rad
         self._measurement.qd_rad_s = self._state.qd_rad_s
-        self._measurement.base_angular_velocity_rad_s = self._state.base.angular_velocity_rad_s
+        # This plant always knows its base: _state_view fills it.
+        self._measurement.base_angular_velocity_rad_s = cast(BaseState, self._state.base).angular_velocity_rad_s
         self._points = np.zeros((n + 2, 3))
         self._arena = np.empty(kern.arena_size(n))  # scratch space of the read-out kernel
         self.reset()
 
     # ----------------------------------------------------------------- set-up
-    def _load(self, pb: object) -> int:
+    def _load(self, pb: ModuleType) -> int:
         client = self._client
         pb.setGravity(0.0, 0.0, 0.0, physicsClientId=client)
         pb.setPhysicsEngineParameter(fixedTimeStep=self.dt_s, numSolverIterations=SOLVER_ITERATIONS,
                                      solverResidualThreshold=0.0, numSubSteps=0, physicsClientId=client)
-        with _c_stdout_silenced():  # PyBullet announces the solver switch on stdout
+        with _c_output_silenced(1):  # PyBullet announces the solver switch on stdout
             pb.setPhysicsEngineParameter(constraintSolverType=pb.CONSTRAINT_SOLVER_LCP_DANTZIG,
                                          physicsClientId=client)
         fd, path = tempfile.mkstemp(suffix=".urdf", prefix=f"{self.model.name}-")
         try:
             with os.fdopen(fd, "w") as handle:
                 handle.write(model_urdf(self.model))
-            body = pb.loadURDF(path, useFixedBase=False, flags=pb.URDF_USE_INERTIA_FROM_FILE,
+            body: int = pb.loadURDF(path, useFixedBase=False, flags=pb.URDF_USE_INERTIA_FROM_FILE,
                                physicsClientId=client)
         finally:
             os.unlink(path)
@@ -280,8 +258,8 @@ class PyBulletArm:
                                            targetVelocities=velocities, forces=self._forces,
                                            physicsClientId=self._client)
 
-    def step(self) -> None:
-        """Advance the plant by one period ``dt_s``."""
+    def advance(self) -> None:
+        """Step the plant by one period ``dt_s``."""
         if not self._fresh:
             self._read()
         self._before[:] = self._raw
@@ -290,7 +268,7 @@ class PyBulletArm:
         self._t_s += self.dt_s
         self._fresh = False
 
-    def measure(self) -> PlantMeasurement:
+    def measure(self) -> ArmMeasurement:
         """Plant read-outs after the last step (one instance, refilled per call).
 
         The base torque is that of the last step (zero before the first step).
@@ -309,8 +287,9 @@ class PyBulletArm:
         """(n_joints + 2, 3) points for drawing, task frame: base centre, joint origins,
         end effector. A fresh array (called at display rate, not per tick)."""
         state = self.state()
+        base = cast(BaseState, state.base)
         arrays = self._arrays
-        kern.link_points(state.q_rad, state.base.position_m, state.base.orientation_xyzw, arrays.joint_xyz,
+        kern.link_points(state.q_rad, base.position_m, base.orientation_xyzw, arrays.joint_xyz,
                          arrays.joint_rot, arrays.joint_axis, arrays.ee_offset, self._points)
         return self._points.copy()
 

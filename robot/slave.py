@@ -3,7 +3,7 @@
 :class:`SlaveController` depends only on the :class:`robot.arm.ArmBackend` protocol and
 the model, so the same object drives the PyBullet plant and a real-arm bridge. Each
 :meth:`SlaveController.step` reads ``arm.state()``, computes, and ``arm.send()``-s one
-command; it never advances a simulated plant (the owner calls ``PyBulletArm.step()``
+command; it never advances a simulated plant (the owner calls ``ArmBackend.advance()``
 afterwards; a real arm runs on its own clock).
 
 The whole computation is one compiled call (:func:`robot._kernels.controller_step`):
@@ -124,6 +124,11 @@ class SlaveController:
         self._jac_pinv = self._status.jacobian_pinv
         self._arena = np.empty(kern.arena_size(n))  # the compiled tick's scratch space
         self.fault_count = 0
+
+    @property
+    def status(self) -> SlaveStatus:
+        """The status the last :meth:`step` refilled (the same instance every tick)."""
+        return self._status
 
     @property
     def last_command(self) -> JointCommand:

@@ -1,10 +1,11 @@
 """Capture scenarios: the TOML schema, its loader, target motions and built-in files.
 
 Depends on nothing of ours but ``capture_trainer``. The main entry points are importable
-from here (loaded on first use, so ``import scenarios`` stays cheap)::
+from here (loaded on first use, so ``import scenarios`` stays cheap). The loader is
+handed the registries a file's names refer to (``trials.vocabulary`` does that)::
 
     from scenarios import load_scenario, builtin_names
-    scenario = load_scenario("paper-2019")
+    scenario = load_scenario("paper-2019", vocabulary=Vocabulary(models=MODELS, laws=LAWS))
     motion = scenario.target_motion(ee0_m)
 """
 
@@ -18,6 +19,8 @@ _EXPORTS = {
     "loads_scenario": "scenarios.loader",
     "builtin_names": "scenarios.loader",
     "Scenario": "scenarios.schema",
+    "Vocabulary": "scenarios.schema",
+    "trial_seed": "scenarios.seeding",
     "random_scenario": "scenarios.generator",
     "to_toml": "scenarios.toml_out",
     "TargetMotion": "scenarios.motion",

@@ -1,12 +1,13 @@
 """Seeded random scenarios for training variety and studies.
 
-``random_scenario(seed)`` draws, with ``numpy.random.default_rng(seed)``: the approach
-direction (in the plane for ``planar-3r``; on the upper hemisphere ahead of the arm for
-``spatial-7dof``), the start distance (0.20 to 0.30 m), the speed (0.05 to 0.3 m/s,
+``random_scenario(seed, model, models=...)`` draws, with ``numpy.random.default_rng(seed)``:
+the approach direction (in the plane for a planar model; on the upper hemisphere ahead
+of the arm for a spatial one), the start distance (0.20 to 0.30 m), the speed (0.05 to 0.3 m/s,
 the paper's range and beyond), how much the target's path misses the end effector's
 start (a lateral offset up to 0.1 m), and the motion kind (straight or curved; tumbling
-as well for the spatial model). The same seed always gives the same scenario, and the
-scenario carries that seed for the trial's own random draws.
+as well for a spatial model). The same seed always gives the same scenario, and the
+scenario carries that seed for the trial's own random draws
+(:func:`scenarios.seeding.trial_seed`).
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ import math
 
 import numpy as np
 
-from capture_trainer.catalog import MODEL_NAMES
 from capture_trainer.errors import ScenarioError
-from scenarios.loader import PLANAR_MODELS
-from scenarios.schema import IDENTITY, CaptureConfig, MappingConfig, RobotConfig, Scenario, TargetConfig
+from capture_trainer.registry import Lookup, suggestion
+from scenarios.schema import IDENTITY, CaptureConfig, MappingConfig, ModelFacts, RobotConfig, Scenario, TargetConfig
+from scenarios.toml_in import MAX_SEED
 
 SPEED_RANGE_M_S = (0.05, 0.3)
 DISTANCE_RANGE_M = (0.20, 0.30)
@@ -28,26 +29,32 @@ SPATIAL_ROTATION = ((0.0, 0.0, -1.0), (-1.0, 0.0, 0.0), (0.0, 1.0, 0.0))
 
 
 def _unit(v: np.ndarray) -> np.ndarray:
-    return v / np.linalg.norm(v)
+    return np.asarray(v / np.linalg.norm(v), dtype=float)
 
 
 def _round(values: np.ndarray, digits: int = 4) -> tuple[float, ...]:
     return tuple(float(round(v, digits)) + 0.0 for v in values)
 
 
-def random_scenario(seed: int, model: str = "planar-3r") -> Scenario:
+def random_scenario(seed: int, model: str, *, models: Lookup[ModelFacts]) -> Scenario:
     """A random but valid capture scenario, fully determined by ``seed`` and ``model``.
 
     Args:
-        seed: non-negative integer; also stored as the scenario's seed.
-        model: one of ``capture_trainer.catalog.MODEL_NAMES``.
+        seed: integer in [0, 2**32); also stored as the scenario's seed.
+        model: a name in ``models``.
+        models: the manipulator models (``robot.models.MODELS``); a planar model
+            (``task_dim`` 2) gets an in-plane approach.
     """
-    if model not in MODEL_NAMES:
-        raise ScenarioError(f"random scenario: model: expected one of {', '.join(MODEL_NAMES)}, got {model!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ScenarioError(f"random scenario: seed: expected an integer >= 0, got {seed!r}")
+    if model not in models:
+        close = suggestion(model, models.names())
+        hint = f" (did you mean {close!r}?)" if close else ""
+        raise ScenarioError(
+            f"random scenario: model: expected one of {', '.join(models.names())}, got {model!r}{hint}"
+        )
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise ScenarioError(f"random scenario: seed: expected an integer >= 0 and <= {MAX_SEED}, got {seed!r}")
     rng = np.random.default_rng(seed)
-    planar = model in PLANAR_MODELS
+    planar = models.get(model).task_dim == 2
     if planar:
         bearing = rng.uniform(-0.6 * math.pi, 0.6 * math.pi)  # ahead of the arm, +x
         direction = np.array([math.cos(bearing), math.sin(bearing), 0.0])
@@ -84,6 +91,6 @@ def random_scenario(seed: int, model: str = "planar-3r") -> Scenario:
         target=target,
         description=f"Random {motion} approach at {speed:.2f} m/s from {distance:.2f} m (seed {seed})",
         capture=CaptureConfig(time_limit_s=15.0),
-        mapping=MappingConfig(rotation_task_from_device=IDENTITY if planar else SPATIAL_ROTATION),  # type: ignore[arg-type]
+        mapping=MappingConfig(rotation_task_from_device=IDENTITY if planar else SPATIAL_ROTATION),
         source=f"random:{model}:{seed}",
     )

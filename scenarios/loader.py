@@ -1,34 +1,43 @@
 """Load and validate scenario TOML files into :class:`scenarios.schema.Scenario`.
 
-Every problem raises one :class:`~capture_trainer.errors.ScenarioError` whose message
-names the file, the field and what was expected, e.g.::
+Every problem of a file is reported at once: one
+:class:`~scenarios.toml_in.ProblemsError` (a :class:`~capture_trainer.errors.ScenarioError`)
+whose message has one line per problem, each naming the file, the field, what was
+expected and what was found, e.g.::
 
-    paper.toml: target.radius_m: expected a number > 0, got -0.01
+    paper.toml: target.radius_m: expected a number > 0 and <= 1, got -0.01
 
-Unknown keys are errors (a typo never silently falls back to a default).
+(with a first line ``3 problems in paper.toml:`` when there is more than one). Files are
+read within bounds (size, nesting, text lengths, seeds, the trial's length:
+:mod:`scenarios.toml_in`). Unknown keys are errors (a typo never silently falls back to
+a default). The model and guidance-law names, the model's joint count and planarity and
+each law's parameters come from the registries in the
+:class:`~scenarios.schema.Vocabulary` the caller hands in
+(``trials.vocabulary.load_scenario`` hands in ``robot``'s and ``guidance``'s); this
+package imports neither.
 """
 
 from __future__ import annotations
 
-import difflib
+import functools
 import math
-import tomllib
 from collections.abc import Iterable
-from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from capture_trainer.catalog import MODEL_NAMES
 from capture_trainer.errors import ScenarioError
+from capture_trainer.params import Param
+from capture_trainer.registry import Lookup, Registry, packaged_files, suggestion
 from scenarios.schema import (
-    GUIDANCE_PARAMS,
     MOTION_KINDS,
     SATURATION_MODES,
     CaptureConfig,
     FixturesConfig,
     GuidanceConfig,
+    LawFacts,
     MappingConfig,
     Mat3,
     RenderingConfig,
@@ -36,36 +45,48 @@ from scenarios.schema import (
     Scenario,
     TargetConfig,
     Vec3,
+    Vocabulary,
+)
+from scenarios.toml_in import (
+    MAX_REFERENCE_BYTES,
+    MAX_SEED,
+    Problems,
+    file_reference,
+    is_number,
+    parse_toml,
+    read_toml_file,
+    text_problem,
 )
 
-#: Joint count of each model, from its name (``planar-3r``: 3, ``spatial-7dof``: 7).
-MODEL_JOINTS: dict[str, int] = {"planar-3r": 3, "spatial-7dof": 7}
-PLANAR_MODELS: frozenset[str] = frozenset({"planar-3r"})
 MAX_SPEED_M_S = 1.0
 MAX_START_DISTANCE_M = 5.0
-
-
-def _describe(value: object) -> str:
-    """The offending value as the file wrote it (TOML spelling for booleans)."""
-    text = ("true" if value else "false") if isinstance(value, bool) else repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+#: Longest trial [s]: the recorder preallocates a row per servo tick (1 kHz) for it.
+MAX_TIME_LIMIT_S = 600.0
 
 
 class _Table:
-    """One TOML table being read: typed getters that raise named errors; tracks used keys."""
+    """One TOML table being read: typed getters that record named problems; tracks used keys.
 
-    def __init__(self, source: str, prefix: str, data: dict[str, Any]) -> None:
-        self.source = source
+    A getter records what is wrong with a value and returns None, so the reading goes on
+    (every problem of the file is reported at once) and a check that needs the value is
+    skipped rather than reported twice. A table that is missing or not a table is read
+    ``quiet``: its own problem is reported once, not each of its required keys.
+    """
+
+    def __init__(self, problems: Problems, prefix: str, data: dict[str, Any], quiet: bool = False) -> None:
+        self.problems = problems
         self.prefix = prefix
         self.data = data
+        self.quiet = quiet
         self.used: set[str] = set()
 
     def field(self, key: str) -> str:
-        return f"{self.prefix}{key}"
+        shown = key if len(key) <= 80 else key[:77] + "..."
+        return f"{self.prefix}{shown}"
 
-    def fail(self, key: str, expected: str, value: object = None, show: bool = True) -> ScenarioError:
-        got = f", got {_describe(value)}" if show else ""
-        return ScenarioError(f"{self.source}: {self.field(key)}: expected {expected}{got}")
+    def fail(self, key: str, expected: str, value: object = ..., *, hint: str = "") -> None:
+        """Record ``FIELD: expected EXPECTED, got VALUE`` (no "got" when ``value`` is not given)."""
+        self.problems.expected(self.field(key), expected, value, hint=hint)
 
     def has(self, key: str) -> bool:
         return key in self.data
@@ -73,8 +94,8 @@ class _Table:
     def raw(self, key: str, required: bool, expected: str) -> Any:
         self.used.add(key)
         if key not in self.data:
-            if required:
-                raise ScenarioError(f"{self.source}: {self.field(key)}: missing (expected {expected})")
+            if required and not self.quiet:
+                self.problems.add(self.field(key), f"missing (expected {expected})")
             return None
         return self.data[key]
 
@@ -96,106 +117,140 @@ class _Table:
         value = self.raw(key, required, expected)
         if value is None:
             return default
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise self.fail(key, expected, value)
-        value = float(value)
-        too_low = minimum is not None and (value <= minimum if strict else value < minimum)
-        if too_low or (maximum is not None and value > maximum):
-            raise self.fail(key, expected, value)
-        return value
+        if not is_number(value):
+            self.fail(key, expected, value)
+            return None
+        number = float(value)
+        too_low = minimum is not None and (number <= minimum if strict else number < minimum)
+        if too_low or (maximum is not None and number > maximum):
+            self.fail(key, expected, value)
+            return None
+        return number
 
-    def integer(self, key: str, *, minimum: int = 0, required: bool = False, default: int = 0) -> int:
-        expected = f"an integer >= {minimum}"
+    def integer(
+        self, key: str, *, minimum: int = 0, maximum: int | None = None, required: bool = False, default: int = 0
+    ) -> int | None:
+        expected = f"an integer >= {minimum}" + (f" and <= {maximum}" if maximum is not None else "")
         value = self.raw(key, required, expected)
         if value is None:
-            return default
+            return None if required else default
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise self.fail(key, expected, value)
-        return value
+            self.fail(key, expected, value)
+            return None
+        if maximum is not None and value > maximum:
+            self.fail(key, expected, value)
+            return None
+        return int(value)
 
-    def string(self, key: str, default: str | None = None, *, choices: Iterable[str] | None = None) -> str:
+    def string(
+        self,
+        key: str,
+        default: str | None = None,
+        *,
+        choices: Iterable[str] | None = None,
+        allow_empty: bool = True,
+        single_line: bool = False,
+    ) -> str | None:
         options = tuple(choices) if choices is not None else None
         expected = f"one of {', '.join(repr(c) for c in options)}" if options else "a string"
         value = self.raw(key, default is None, expected)
         if value is None:
-            return default  # type: ignore[return-value]
+            return default
         if not isinstance(value, str):
-            raise self.fail(key, expected, value)
-        if options is not None and value not in options:
-            close = difflib.get_close_matches(value, options, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ScenarioError(f"{self.source}: {self.field(key)}: expected {expected}, got {value!r}{hint}")
+            self.fail(key, expected, value)
+            return None
+        if options is not None:
+            if value not in options:
+                close = suggestion(value, options)
+                self.fail(key, expected, value, hint=f" (did you mean {close!r}?)" if close else "")
+                return None
+            return value
+        wrong = text_problem(value, allow_empty=allow_empty, single_line=single_line)
+        if wrong is not None:
+            self.problems.add(self.field(key), f"expected {wrong}")
+            return None
         return value
 
-    def boolean(self, key: str, default: bool) -> bool:
+    def param(self, param: Param) -> float | None:
+        """The declared parameter ``param`` (None when the file does not set it or it is wrong)."""
+        value = self.raw(param.name, False, param.expected())
+        if value is None:
+            return None
+        if not param.accepts(value):
+            self.fail(param.name, param.expected(), value)
+            return None
+        return float(value)
+
+    def boolean(self, key: str, default: bool) -> bool | None:
         value = self.raw(key, False, "true or false")
         if value is None:
             return default
         if not isinstance(value, bool):
-            raise self.fail(key, "true or false", value)
+            self.fail(key, "true or false", value)
+            return None
         return value
 
-    def numbers(self, key: str, length: int | None, default: Any = None, *, required: bool = False) -> tuple[float, ...] | None:
+    def numbers(
+        self, key: str, length: int | None, default: tuple[float, ...] | None = None, *, required: bool = False
+    ) -> tuple[float, ...] | None:
         expected = f"a list of {length} numbers" if length is not None else "a list of numbers"
         value = self.raw(key, required, expected)
         if value is None:
             return default
         ok = isinstance(value, list) and (length is None or len(value) == length)
-        ok = ok and all(not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) for v in value)
-        if not ok:
-            raise self.fail(key, expected, value)
+        if not (ok and all(is_number(v) for v in value)):
+            numeric = ok and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+            self.fail(key, expected.replace(" numbers", " finite numbers") if numeric else expected, value)
+            return None
         return tuple(float(v) for v in value)
 
-    def vec3(self, key: str, default: Vec3 | None = None, *, required: bool = False) -> Vec3:
+    def vec3(self, key: str, default: Vec3 | None = None, *, required: bool = False) -> Vec3 | None:
         return self.numbers(key, 3, default, required=required)  # type: ignore[return-value]
 
     def matrix3(self, key: str, default: Mat3 | None = None) -> Mat3 | None:
-        expected = "a 3x3 matrix (a list of three lists of three numbers)"
+        expected = "a 3x3 matrix (a list of three lists of three finite numbers)"
         value = self.raw(key, False, expected)
         if value is None:
             return default
-        if not (isinstance(value, list) and len(value) == 3):
-            raise self.fail(key, expected, value)
-        rows = []
-        for row in value:
-            if not (isinstance(row, list) and len(row) == 3):
-                raise self.fail(key, expected, value)
-            if not all(not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) for v in row):
-                raise self.fail(key, expected, value)
-            rows.append(tuple(float(v) for v in row))
-        return tuple(rows)  # type: ignore[return-value]
+        rows_ok = isinstance(value, list) and len(value) == 3 and all(isinstance(row, list) and len(row) == 3 for row in value)
+        if not (rows_ok and all(is_number(v) for row in value for v in row)):
+            self.fail(key, expected, value)
+            return None
+        return tuple(tuple(float(v) for v in row) for row in value)  # type: ignore[return-value]
 
     def table(self, key: str, required: bool = False) -> _Table:
+        """The sub-table ``key``; read quietly when it is missing or not a table."""
         value = self.raw(key, required, "a table")
         if value is None:
-            value = {}
+            return _Table(self.problems, f"{self.field(key)}.", {}, quiet=required or self.quiet)
         if not isinstance(value, dict):
-            raise self.fail(key, f"a table [{self.field(key)}]", value)
-        return _Table(self.source, f"{self.field(key)}.", value)
+            self.fail(key, f"a table [{self.field(key)}]", value)
+            return _Table(self.problems, f"{self.field(key)}.", {}, quiet=True)
+        return _Table(self.problems, f"{self.field(key)}.", value, quiet=self.quiet)
 
     def finish(self) -> None:
-        """Raise on the first key that was never read (unknown key)."""
+        """Record every key that was never read (unknown keys)."""
+        known = sorted(self.used)
         for key in self.data:
             if key not in self.used:
-                known = sorted(self.used)
-                close = difflib.get_close_matches(key, known, n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
-                raise ScenarioError(
-                    f"{self.source}: {self.field(key)}: unknown key{hint}; expected one of {', '.join(known)}"
-                )
+                close = suggestion(key, known)
+                hint = f" (did you mean {close!r}?)" if close else ""
+                self.problems.add(self.field(key), f"unknown key{hint}; expected one of {', '.join(known)}")
 
 
-def _robot(root: _Table) -> RobotConfig:
+def _robot(root: _Table, vocabulary: Vocabulary) -> tuple[RobotConfig, bool | None]:
+    """The robot table, and whether its model is planar (None: the model is not known)."""
     t = root.table("robot", required=True)
-    model = t.string("model", choices=MODEL_NAMES)
-    n_joints = MODEL_JOINTS.get(model)
-    joints = t.numbers("initial_joints_rad", n_joints)
+    model = t.string("model", choices=vocabulary.models.names())
+    facts = vocabulary.models.get(model) if model is not None else None
+    joints = t.numbers("initial_joints_rad", facts.n_joints if facts is not None else None)
     if joints is not None and any(abs(q) > 2.0 * math.pi for q in joints):
-        raise t.fail("initial_joints_rad", "angles within [-2π, 2π] rad", joints)
+        t.fail("initial_joints_rad", "angles within [-2π, 2π] rad", joints)
     mass = t.number("base_mass_kg", None, minimum=0.0, strict=True, maximum=1e6)
     inertia = _inertia(t)
     t.finish()
-    return RobotConfig(model, joints, mass, inertia)
+    planar = None if facts is None else facts.task_dim == 2
+    return RobotConfig(model, joints, mass, inertia), planar  # type: ignore[arg-type]
 
 
 def _inertia(t: _Table) -> Mat3 | None:
@@ -206,97 +261,116 @@ def _inertia(t: _Table) -> Mat3 | None:
         t.used.add(key)
         return None
     if not isinstance(value, list):
-        raise t.fail(key, expected, value)
+        t.fail(key, expected, value)
+        t.used.add(key)
+        return None
     if value and not isinstance(value[0], list):
         diag = t.numbers(key, 3)
-        matrix = np.diag(diag)
+        matrix = None if diag is None else np.diag(diag)
     else:
-        matrix = np.array(t.matrix3(key))
-    ok = np.allclose(matrix, matrix.T) and bool(np.all(np.linalg.eigvalsh(matrix) > 0.0))
-    if not ok:
-        raise t.fail(key, expected, value)
+        rows = t.matrix3(key)
+        matrix = None if rows is None else np.array(rows)
+    if matrix is None:
+        return None
+    if not _positive_definite(matrix):
+        t.fail(key, expected, value)
+        return None
     return tuple(tuple(float(v) for v in row) for row in matrix)  # type: ignore[return-value]
 
 
-def _target(root: _Table, planar: bool) -> TargetConfig:
+def _positive_definite(matrix: np.ndarray) -> bool:
+    """Symmetric with positive eigenvalues (False also when huge entries overflow)."""
+    with np.errstate(all="ignore"):
+        try:
+            return bool(np.allclose(matrix, matrix.T) and np.all(np.linalg.eigvalsh(matrix) > 0.0))
+        except np.linalg.LinAlgError:
+            return False
+
+
+def _target(root: _Table, planar: bool | None) -> TargetConfig:
     t = root.table("target", required=True)
     radius = t.number("radius_m", minimum=0.0, strict=True, maximum=1.0, required=True)
     offset = t.vec3("start_offset_m", required=True)
     velocity = t.vec3("velocity_m_s", required=True)
     motion = t.string("motion", "linear", choices=MOTION_KINDS)
-    distance = math.dist(offset, (0.0, 0.0, 0.0))
-    if not radius < distance <= MAX_START_DISTANCE_M:  # type: ignore[operator]
-        raise t.fail("start_offset_m", f"a start outside the target (|offset| > radius_m = {radius:g}) and at most {MAX_START_DISTANCE_M:g} m away", offset)
-    if math.dist(velocity, (0.0, 0.0, 0.0)) > MAX_SPEED_M_S:
-        raise t.fail("velocity_m_s", f"a speed of at most {MAX_SPEED_M_S:g} m/s", velocity)
+    if radius is not None and offset is not None:
+        distance = math.dist(offset, (0.0, 0.0, 0.0))
+        if not radius < distance <= MAX_START_DISTANCE_M:
+            t.fail("start_offset_m", f"a start outside the target (|offset| > radius_m = {radius:g}) "
+                   f"and at most {MAX_START_DISTANCE_M:g} m away", offset)
+    if velocity is not None and math.dist(velocity, (0.0, 0.0, 0.0)) > MAX_SPEED_M_S:
+        t.fail("velocity_m_s", f"a speed of at most {MAX_SPEED_M_S:g} m/s", velocity)
     only = {"curved": ("turn_rate_rad_s", "turn_axis"), "tumbling": ("angular_velocity_rad_s", "lever_arm_m")}
     for kind, keys in only.items():
         for key in keys:
-            if kind != motion and t.has(key):
-                raise t.fail(key, f"this field only with motion = {kind!r} (motion is {motion!r})", show=False)
-    turn_rate, turn_axis = 0.0, (0.0, 0.0, 1.0)
-    omega, lever = (0.0, 0.0, 0.0), (0.0, 0.0, 0.0)
+            if motion is None:
+                t.used.add(key)  # which motion it belongs to is unknown: motion's problem is enough
+            elif kind != motion and t.has(key):
+                t.fail(key, f"this field only with motion = {kind!r} (motion is {motion!r})")
+                t.used.add(key)
+    turn_rate: float | None = 0.0
+    turn_axis: Vec3 | None = (0.0, 0.0, 1.0)
+    omega: Vec3 | None = (0.0, 0.0, 0.0)
+    lever: Vec3 | None = (0.0, 0.0, 0.0)
     if motion == "curved":
         turn_rate = t.number("turn_rate_rad_s", minimum=-5.0, maximum=5.0, required=True)
         turn_axis = t.vec3("turn_axis", (0.0, 0.0, 1.0))
-        if math.dist(turn_axis, (0.0, 0.0, 0.0)) < 1e-9:
-            raise t.fail("turn_axis", "a non-zero axis", turn_axis)
+        if turn_axis is not None and math.dist(turn_axis, (0.0, 0.0, 0.0)) < 1e-9:
+            t.fail("turn_axis", "a non-zero axis", turn_axis)
     elif motion == "tumbling":
         omega = t.vec3("angular_velocity_rad_s", required=True)
         lever = t.vec3("lever_arm_m", required=True)
-        if math.dist(omega, (0.0, 0.0, 0.0)) > 2.0 * math.pi:
-            raise t.fail("angular_velocity_rad_s", "a rate of at most 2π rad/s", omega)
-        if math.dist(lever, (0.0, 0.0, 0.0)) > 2.0:
-            raise t.fail("lever_arm_m", "a lever arm of at most 2 m", lever)
+        if omega is not None and math.dist(omega, (0.0, 0.0, 0.0)) > 2.0 * math.pi:
+            t.fail("angular_velocity_rad_s", "a rate of at most 2π rad/s", omega)
+        if lever is not None and math.dist(lever, (0.0, 0.0, 0.0)) > 2.0:
+            t.fail("lever_arm_m", "a lever arm of at most 2 m", lever)
     t.finish()
     if planar:
         in_plane = {"start_offset_m": offset, "velocity_m_s": velocity, "lever_arm_m": lever}
         for key, vec in in_plane.items():
-            if vec[2] != 0.0:
-                raise t.fail(key, "z = 0 for a planar model", vec)
-        if motion == "curved" and (turn_axis[0] != 0.0 or turn_axis[1] != 0.0):
-            raise t.fail("turn_axis", "the z axis for a planar model", turn_axis)
-        if omega[0] != 0.0 or omega[1] != 0.0:
-            raise t.fail("angular_velocity_rad_s", "rotation about z only for a planar model", omega)
+            if vec is not None and vec[2] != 0.0:
+                t.fail(key, "z = 0 for a planar model", vec)
+        if motion == "curved" and turn_axis is not None and (turn_axis[0] != 0.0 or turn_axis[1] != 0.0):
+            t.fail("turn_axis", "the z axis for a planar model", turn_axis)
+        if omega is not None and (omega[0] != 0.0 or omega[1] != 0.0):
+            t.fail("angular_velocity_rad_s", "rotation about z only for a planar model", omega)
     return TargetConfig(radius, offset, velocity, motion, turn_rate, turn_axis, omega, lever)  # type: ignore[arg-type]
 
 
 def _capture(root: _Table) -> CaptureConfig:
     t = root.table("capture")
-    config = CaptureConfig(
-        tolerance_m=t.number("tolerance_m", 0.0, minimum=0.0, maximum=0.1),
-        post_capture_window_s=t.number("post_capture_window_s", 1.0, minimum=0.0, strict=True, maximum=60.0),
-        time_limit_s=t.number("time_limit_s", 10.0, minimum=0.0, strict=True, maximum=3600.0),
-    )
+    values: dict[str, Any] = {  # a value is None when it has a problem (then no Scenario is returned)
+        "tolerance_m": t.number("tolerance_m", 0.0, minimum=0.0, maximum=0.1),
+        "post_capture_window_s": t.number("post_capture_window_s", 1.0, minimum=0.0, strict=True, maximum=60.0),
+        "time_limit_s": t.number("time_limit_s", 10.0, minimum=0.0, strict=True, maximum=MAX_TIME_LIMIT_S),
+    }
     t.finish()
-    return config  # type: ignore[arg-type]
+    return CaptureConfig(**values)
 
 
-def _guidance(root: _Table) -> GuidanceConfig:
+def _guidance(root: _Table, laws: Lookup[LawFacts]) -> GuidanceConfig:
+    """``[guidance.<law>]`` tables: registered laws only, each law's declared parameters only."""
     t = root.table("guidance")
-    per_law: dict[str, tuple[tuple[str, float], ...]] = {}
-    for law, bounds in GUIDANCE_PARAMS.items():
-        sub = t.table(law)
+    per_law = []
+    for law in laws.names():
+        sub = t.table(law)  # a law the file does not mention reads as an empty table
         pairs = []
-        for key, (minimum, strict) in bounds.items():
-            value = sub.number(key, None, minimum=minimum, strict=strict)
+        for param in laws.get(law).PARAMS:
+            value = sub.param(param)
             if value is not None:
-                pairs.append((key, value))
+                pairs.append((param.name, value))
         sub.finish()
-        per_law[law] = tuple(pairs)
+        if pairs:
+            per_law.append((law, tuple(pairs)))
     t.finish()
-    return GuidanceConfig(**per_law)
+    return GuidanceConfig(tuple(per_law))
 
 
 def _fixtures(root: _Table) -> FixturesConfig:
     t = root.table("fixtures")
-    config = FixturesConfig(
-        workspace_walls=t.boolean("workspace_walls", True),
-        reach_limit=t.boolean("reach_limit", True),
-        joint_limits=t.boolean("joint_limits", True),
-    )
+    values: dict[str, Any] = {key: t.boolean(key, True) for key in ("workspace_walls", "reach_limit", "joint_limits")}
     t.finish()
-    return config
+    return FixturesConfig(**values)
 
 
 def _mapping(root: _Table) -> MappingConfig:
@@ -304,92 +378,99 @@ def _mapping(root: _Table) -> MappingConfig:
     position_scale = t.number("position_scale", 1.75, minimum=0.0, strict=True, maximum=100.0)
     force_scale = t.number("force_scale", 1.0, minimum=0.0, strict=True, maximum=100.0)
     rotation = t.matrix3("rotation_task_from_device", MappingConfig.rotation_task_from_device)
-    r = np.array(rotation)
-    if not (np.allclose(r @ r.T, np.eye(3), atol=1e-6) and abs(np.linalg.det(r) - 1.0) < 1e-6):
-        raise t.fail("rotation_task_from_device", "a proper rotation matrix (RᵀR = I, det R = +1)", rotation)
+    if rotation is not None:
+        r = np.array(rotation)
+        with np.errstate(all="ignore"):  # huge entries overflow to inf: simply not a rotation
+            proper = bool(np.allclose(r @ r.T, np.eye(3), atol=1e-6) and abs(np.linalg.det(r) - 1.0) < 1e-6)
+        if not proper:
+            t.fail("rotation_task_from_device", "a proper rotation matrix (RᵀR = I, det R = +1)", rotation)
     t.finish()
     return MappingConfig(position_scale, force_scale, rotation)  # type: ignore[arg-type]
 
 
 def _rendering(root: _Table) -> RenderingConfig:
     t = root.table("rendering")
-    config = RenderingConfig(
-        max_force_n=t.number("max_force_n", 3.0, minimum=0.0, strict=True, maximum=50.0),
-        saturation=t.string("saturation", "norm", choices=SATURATION_MODES),
-        ramp_time_s=t.number("ramp_time_s", 0.5, minimum=0.0, maximum=10.0),
-        max_rate_n_s=t.number("max_rate_n_s", 1000.0, minimum=0.0, strict=True),
-    )
+    values: dict[str, Any] = {
+        "max_force_n": t.number("max_force_n", 3.0, minimum=0.0, strict=True, maximum=50.0),
+        "saturation": t.string("saturation", "norm", choices=SATURATION_MODES),
+        "ramp_time_s": t.number("ramp_time_s", 0.5, minimum=0.0, maximum=10.0),
+        "max_rate_n_s": t.number("max_rate_n_s", 1000.0, minimum=0.0, strict=True),
+    }
     t.finish()
-    return config  # type: ignore[arg-type]
+    return RenderingConfig(**values)
 
 
-def scenario_from_dict(data: dict[str, Any], source: str, default_name: str) -> Scenario:
-    """Validate parsed TOML ``data`` (from ``source``) into a :class:`Scenario`."""
-    root = _Table(source, "", data)
-    name = root.string("name", default_name)
+def scenario_from_dict(data: dict[str, Any], source: str, default_name: str, *, vocabulary: Vocabulary) -> Scenario:
+    """Validate parsed TOML ``data`` (from ``source``) into a :class:`Scenario`, with the
+    model and law names (and their facts) from ``vocabulary``.
+
+    Raises:
+        ProblemsError: every problem of the file, one line each.
+    """
+    problems = Problems(source)
+    root = _Table(problems, "", data)
+    name = root.string("name", default_name, allow_empty=False, single_line=True)
     description = root.string("description", "")
-    seed = root.integer("seed", required=True)
-    robot = _robot(root)
+    seed = root.integer("seed", required=True, maximum=MAX_SEED)
+    robot, planar = _robot(root, vocabulary)
     scenario = Scenario(
-        name=name,
-        seed=seed,
+        name=name,  # type: ignore[arg-type]
+        seed=seed,  # type: ignore[arg-type]
         robot=robot,
-        target=_target(root, robot.model in PLANAR_MODELS),
-        description=description,
+        target=_target(root, planar),
+        description=description,  # type: ignore[arg-type]
         capture=_capture(root),
-        guidance=_guidance(root),
+        guidance=_guidance(root, vocabulary.laws),
         fixtures=_fixtures(root),
         mapping=_mapping(root),
         rendering=_rendering(root),
         source=source,
     )
     root.finish()
+    problems.check()
     return scenario
 
 
-def loads_scenario(text: str, source: str = "<string>", default_name: str = "unnamed") -> Scenario:
+def loads_scenario(
+    text: str, source: str = "<string>", default_name: str = "unnamed", *, vocabulary: Vocabulary
+) -> Scenario:
     """Parse and validate scenario TOML ``text``; ``source`` names it in error messages."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise ScenarioError(f"{source}: not valid TOML: {error}") from None
-    return scenario_from_dict(data, source, default_name)
+    return scenario_from_dict(parse_toml(text, source), source, default_name, vocabulary=vocabulary)
 
 
-def _builtin_dir() -> Any:
-    return resources.files("scenarios.builtin")
+@functools.cache
+def builtin_scenarios() -> Registry[Traversable]:
+    """The built-in scenario files (``scenarios/builtin/*.toml``) by name, sorted: the one
+    list of built-in scenario names."""
+    return packaged_files("built-in scenario", "scenarios.builtin", ".toml", error=ScenarioError,
+                          hint="or give the path of a .toml file")
 
 
-def builtin_names() -> list[str]:
-    """Names of the built-in scenarios (``scenarios/builtin/*.toml``), sorted."""
-    return sorted(p.name[: -len(".toml")] for p in _builtin_dir().iterdir() if p.name.endswith(".toml"))
+def builtin_names() -> tuple[str, ...]:
+    """Names of the built-in scenarios, sorted."""
+    return builtin_scenarios().names()
 
 
-def _read_file(path: Path, source: str) -> str:
-    try:
-        raw = path.read_bytes()
-    except OSError as error:
-        raise ScenarioError(f"{source}: cannot read: {error.strerror or error}") from None
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise ScenarioError(f"{source}: not valid TOML: not UTF-8 text (byte {error.start})") from None
-
-
-def load_scenario(path_or_name: str | Path) -> Scenario:
+def load_scenario(path_or_name: str | Path, *, vocabulary: Vocabulary) -> Scenario:
     """Load a scenario from a ``.toml`` path or a built-in name (``paper-2019``).
 
+    Args:
+        path_or_name: a path, or a name in :func:`builtin_scenarios`.
+        vocabulary: the model and guidance-law registries the file's names refer to.
+
     Raises:
-        ScenarioError: unreadable, malformed or out-of-range file, or unknown name.
+        ScenarioError: unreadable, too large, malformed or out-of-range file (a
+            :class:`~scenarios.toml_in.ProblemsError` listing every problem), or unknown name.
     """
     text_name = str(path_or_name)
-    path = Path(path_or_name)
-    if path.suffix == ".toml" or path.exists() or "/" in text_name:
-        return loads_scenario(_read_file(path, text_name), text_name, path.stem)
-    names = builtin_names()
-    if text_name not in names:
-        close = difflib.get_close_matches(text_name, names, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ScenarioError(f"unknown scenario {text_name!r}{hint}; built-in: {', '.join(names)} (or give a .toml path)")
-    resource = _builtin_dir() / f"{text_name}.toml"
-    return loads_scenario(resource.read_text(encoding="utf-8"), f"builtin:{text_name}", text_name)
+    wrong = text_problem(text_name, max_bytes=MAX_REFERENCE_BYTES, allow_empty=False, single_line=True)
+    if wrong is not None:
+        raise ScenarioError(f"scenario: expected a built-in name or the path of a .toml file: {wrong}")
+    path = file_reference(text_name)
+    if path is not None:
+        data = read_toml_file(path, text_name)
+        return scenario_from_dict(data, text_name, path.stem, vocabulary=vocabulary)
+    resource = builtin_scenarios().get(text_name)
+    return loads_scenario(
+        resource.read_text(encoding="utf-8"), f"builtin:{text_name}", text_name, vocabulary=vocabulary
+    )

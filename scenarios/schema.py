@@ -1,17 +1,28 @@
 """The scenario schema: frozen dataclasses, SI units, task frame unless named otherwise.
 
 A scenario is everything an experimenter varies between trials without editing code.
-Files are TOML (see :mod:`scenarios.loader` and ``docs/readme/scenarios.md``).
+Files are TOML (see :mod:`scenarios.loader` and ``docs/file-formats.md``).
+
+The names a scenario uses (its manipulator model, its guidance laws) belong to the
+registries of ``robot`` and ``guidance``, which this package does not import: the
+loader is handed them as a :class:`Vocabulary` (``trials.vocabulary`` builds it), and
+checks a file's guidance parameters with each law's own declared ``PARAMS``.
+
+The seed: ``Scenario.seed`` (required in every file) seeds every random draw of a trial
+of the scenario, together with the participant, the repetition and the run's seed
+(:func:`scenarios.seeding.trial_seed`); the target's motion is deterministic.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike
 
+from capture_trainer.params import Param
+from capture_trainer.registry import Lookup
 from scenarios.motion import CurvedMotion, LinearMotion, TargetMotion, TumblingMotion
 
 Vec3 = tuple[float, float, float]
@@ -21,22 +32,42 @@ MOTION_KINDS: tuple[str, ...] = ("linear", "curved", "tumbling")
 SATURATION_MODES: tuple[str, ...] = ("norm", "axis")
 IDENTITY: Mat3 = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))
 
-#: Guidance parameters a scenario may set per condition, with their lower bounds
-#: (``>`` when strict). They are keyword arguments of ``guidance.registry.make_law``.
-GUIDANCE_PARAMS: dict[str, dict[str, tuple[float, bool]]] = {
-    "dg": {
-        "m_kg": (0.0, True),
-        "c_n_s_m": (0.0, False),
-        "k_p": (0.0, True),
-        "k_d": (0.0, False),
-        "takeover_force_n": (0.0, True),
-        "takeover_hold_s": (0.0, False),
-        "max_path_deviation_m": (0.0, False),
-        "replan_interval_s": (0.0, False),
-    },
-    "apf": {"k_n_m": (0.0, True), "saturation_distance_m": (0.0, True)},
-    "ng": {},
-}
+
+class ModelFacts(Protocol):
+    """What the loader needs of a manipulator model (``robot.models.ManipulatorModel``)."""
+
+    @property
+    def n_joints(self) -> int:
+        """Number of joints (the length of ``initial_joints_rad``)."""
+        ...
+
+    @property
+    def task_dim(self) -> int:
+        """2 for a planar model (every z must then be 0), 3 for a spatial one."""
+        ...
+
+
+class LawFacts(Protocol):
+    """What the loader needs of a guidance law (a class in ``guidance.registry.LAWS``)."""
+
+    @property
+    def PARAMS(self) -> tuple[Param, ...]:  # noqa: N802 - the law classes' attribute
+        """The law's numeric keyword arguments with unit and range."""
+        ...
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """The registries whose names a scenario file may use, handed to the loader.
+
+    Attributes:
+        models: manipulator models by name (``robot.models.MODELS``).
+        laws: guidance laws by name (``guidance.registry.LAWS``); a file's
+            ``[guidance.<law>]`` table may set the law's declared ``PARAMS``.
+    """
+
+    models: Lookup[ModelFacts]
+    laws: Lookup[LawFacts]
 
 
 @dataclass(frozen=True)
@@ -44,7 +75,7 @@ class RobotConfig:
     """The manipulator and its spacecraft base.
 
     Attributes:
-        model: one of ``capture_trainer.catalog.MODEL_NAMES``.
+        model: a manipulator model's name (``robot.models.MODELS``).
         initial_joints_rad: start joint angles [rad]; ``None``: the model's default pose.
         base_mass_kg: base mass override [kg]; ``None``: the model's value.
         base_inertia_kg_m2: base inertia about its centre of mass, base frame [kg m²]
@@ -101,19 +132,22 @@ class CaptureConfig:
 
 @dataclass(frozen=True)
 class GuidanceConfig:
-    """Per-condition guidance parameters (only those the file sets; the law has defaults).
+    """Guidance parameters per law (only those the file sets; the law has defaults).
 
     Attributes:
-        dg, apf, ng: ``(name, value)`` pairs, keyword arguments of ``make_law``.
+        laws: ``(law, ((parameter, value), ...))`` in file order, one entry per law the
+            file sets parameters of; each parameter is one of the law's ``PARAMS``.
     """
 
-    dg: tuple[tuple[str, float], ...] = ()
-    apf: tuple[tuple[str, float], ...] = ()
-    ng: tuple[tuple[str, float], ...] = ()
+    laws: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] = ()
 
-    def params(self, condition: str) -> dict[str, float]:
-        """Keyword arguments for ``guidance.registry.make_law(condition, ...)``."""
-        return dict(getattr(self, condition, ()))
+    def params(self, law: str) -> dict[str, float]:
+        """Keyword arguments for ``guidance.registry.make_law(law, ...)`` (empty when unset)."""
+        return next((dict(pairs) for name, pairs in self.laws if name == law), {})
+
+    def as_dict(self) -> dict[str, dict[str, float]]:
+        """``{law: {parameter: value}}``."""
+        return {name: dict(pairs) for name, pairs in self.laws}
 
 
 @dataclass(frozen=True)
@@ -165,7 +199,8 @@ class Scenario:
     Attributes:
         name: scenario name (the file stem unless the file says otherwise).
         description: one line for ``scenarios list``.
-        seed: the random seed of everything random in a trial of this scenario.
+        seed: seeds every random draw of a trial of this scenario, with the participant,
+            the repetition and the run's seed (:func:`scenarios.seeding.trial_seed`).
         source: where it was loaded from (path or ``builtin:NAME``); not compared.
     """
 
@@ -199,9 +234,10 @@ class Scenario:
         """Plain data (the trial log's ``scenario_config``); ``None`` fields omitted."""
         data = asdict(self)
         del data["source"]
-        data["guidance"] = {name: dict(pairs) for name, pairs in data["guidance"].items()}
+        data["guidance"] = self.guidance.as_dict()
         data["robot"] = {k: v for k, v in data["robot"].items() if v is not None}
-        return _lists(data)
+        plain: dict[str, Any] = _lists(data)
+        return plain
 
 
 def _lists(value: Any) -> Any:

@@ -1,21 +1,30 @@
 """Clocks that drive the servo tick when the device does not own one.
 
-The tick is one function whatever drives it (ARCHITECTURE "One servo tick"): the
+The tick is one function whatever drives it (docs/architecture.md, "One servo tick"): the
 OpenHaptics scheduler calls it from its 1 kHz callback (that backend provides its own
 ``ServoClock``); :class:`PacedClock` calls it on a real-time 1 kHz schedule for the
 simulated and mouse devices when a person watches; :class:`HeadlessClock` calls it as
 fast as possible for headless trials and studies. Both record the achieved tick periods.
+:data:`CLOCKS` names them (``CLOCKS.get("paced")(period_s)``).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from haptics.device import Tick
+from capture_trainer.errors import TrialError
+from capture_trainer.registry import Registry
+from haptics.device import ServoClock, Tick
 from haptics.timing import ServoTiming, frozen_heap
 
+#: The clocks a trial can own, by name: ``CLOCKS.get(name)(period_s)`` builds one. A
+#: device with its own scheduler (OpenHaptics) brings its own clock instead.
+CLOCKS: Registry[Callable[[float], ServoClock]] = Registry("clock", error=TrialError)
 
+
+@CLOCKS.register("headless")
 @dataclass
 class HeadlessClock:
     """Calls the tick back to back, as fast as possible (simulated time only).
@@ -40,6 +49,7 @@ class HeadlessClock:
                 break
 
 
+@CLOCKS.register("paced")
 @dataclass
 class PacedClock:
     """Calls the tick on absolute deadlines every ``period_s`` of wall-clock time.

@@ -36,6 +36,14 @@ def balanced_latin_square(n: int) -> list[list[int]]:
     return rows
 
 
+def square_rows(n: int) -> int:
+    """How many rows :func:`balanced_latin_square` has for ``n`` conditions (``n`` when
+    even, ``2 n`` when odd): participant ``i`` takes row ``i`` modulo this."""
+    if n < 1:
+        raise ValueError(f"a Latin square needs at least one condition, got {n}")
+    return n if n % 2 == 0 else 2 * n
+
+
 def condition_order(conditions: Sequence[str], participant_index: int) -> list[str]:
     """The order in which participant number ``participant_index`` meets the conditions."""
     rows = balanced_latin_square(len(conditions))

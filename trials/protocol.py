@@ -18,24 +18,43 @@ A protocol is a TOML file (or a built-in name such as ``paper-2019``)::
     # ids = ["P01", "P02"]            # human: participant ids
 
 Every field is checked on loading; an error names the file, the field and what was
-expected.
+expected. Condition names come from :data:`trials.conditions.CONDITIONS`, simulated
+kinds from :data:`haptics.participants.PARTICIPANT_PRESETS`, built-in protocol names from
+:func:`builtin_protocols` (the ``trials/protocols/*.toml`` files).
+
+Seeds: the protocol's seed samples the population and, per planned trial,
+:func:`run_seed` gives the trial's run seed; the runner combines that with the
+scenario's own seed, the participant and the repetition
+(:func:`scenarios.seeding.trial_seed`).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
-import tomllib
 from dataclasses import asdict, dataclass, field
-from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
-from capture_trainer.catalog import CONDITIONS, PARTICIPANT_KINDS
 from capture_trainer.errors import ScenarioError
+from capture_trainer.registry import Registry, packaged_files, suggestion
+from haptics.participants import PARTICIPANT_PRESETS
+from scenarios.toml_in import (
+    MAX_REFERENCE_BYTES,
+    MAX_SEED,
+    Problems,
+    file_reference,
+    is_number,
+    parse_toml,
+    read_toml_file,
+    text_problem,
+)
+from trials.conditions import CONDITIONS
 from trials.counterbalance import condition_order
 
 CONTROLLER_ID = "controller"
-_PROTOCOL_KEYS = {
+_PROTOCOL_KEYS = (
     "name",
     "description",
     "seed",
@@ -45,8 +64,20 @@ _PROTOCOL_KEYS = {
     "controller_conditions",
     "controller_repetitions",
     "participants",
-}
-_PARTICIPANT_KEYS = {"kind", "count", "mix", "ids"}
+)
+_PARTICIPANT_KEYS = ("kind", "count", "mix", "ids")
+#: Most repetitions of each condition (``repetitions``, ``controller_repetitions``).
+MAX_REPETITIONS = 100
+#: Most participants (a simulated ``count`` or human ``ids``).
+MAX_PARTICIPANTS = 1000
+#: Most scenarios in one protocol.
+MAX_SCENARIOS = 100
+#: Most trials one study plans (see :func:`planned_trial_count`).
+MAX_PLANNED_TRIALS = 50_000
+#: Largest share of one participant kind in ``mix`` (shares are relative).
+MAX_SHARE = 1e6
+#: Longest participant id [UTF-8 bytes]: it is part of every one of its trial files' names.
+MAX_ID_BYTES = 64
 
 
 @dataclass(frozen=True)
@@ -87,6 +118,8 @@ class TrialSpec:
         participant_index: 0-based index in the study (-1 for the controller).
         participant_params: the simulated operator's parameters (empty for humans).
         order_index: position of this trial in the participant's session.
+        seed: the trial's run seed (:func:`run_seed`); the runner combines it with the
+            scenario's seed (:func:`scenarios.seeding.trial_seed`).
     """
 
     trial_id: str
@@ -101,136 +134,312 @@ class TrialSpec:
     participant_params: dict[str, Any] = field(default_factory=dict)
 
 
-def builtin_protocol_names() -> list[str]:
-    """Names of the protocols shipped with the package."""
-    return sorted(
-        entry.name.removesuffix(".toml")
-        for entry in resources.files("trials.protocols").iterdir()
-        if entry.name.endswith(".toml")
-    )
+@functools.cache
+def builtin_protocols() -> Registry[Traversable]:
+    """The protocol files shipped with the package (``trials/protocols/*.toml``) by name,
+    sorted: the one list of built-in protocol names."""
+    return packaged_files("built-in protocol", "trials.protocols", ".toml", error=ScenarioError,
+                          hint="or give the path of a .toml file")
+
+
+def builtin_protocol_names() -> tuple[str, ...]:
+    """Names of the protocols shipped with the package, sorted."""
+    return builtin_protocols().names()
 
 
 def load_protocol(name_or_path: str | Path) -> Protocol:
-    """Load a built-in protocol by name, or a protocol file by path."""
-    path = Path(name_or_path)
-    if path.suffix == ".toml" or path.exists():
-        if not path.is_file():
-            raise ScenarioError(f"{path}: no such protocol file")
-        source = str(path)
-        text = path.read_bytes()
+    """Load and completely validate a built-in protocol by name, or a protocol file by path.
+
+    Every field is checked, and every scenario the protocol names is loaded and checked
+    too, so a protocol that loads can be run: nothing needs to be written before its
+    problems are known.
+
+    Raises:
+        ScenarioError: the file cannot be read or parsed (one line), or it has problems:
+            a :class:`~scenarios.toml_in.ProblemsError` listing every one, the protocol's
+            own and its scenarios' (``FILE: scenarios[1]: SCENARIO: FIELD: ...``).
+    """
+    reference = str(name_or_path)
+    wrong = text_problem(reference, max_bytes=MAX_REFERENCE_BYTES, allow_empty=False, single_line=True)
+    if wrong is not None:
+        raise ScenarioError(f"protocol: expected a built-in name or the path of a .toml file: {wrong}")
+    path = file_reference(reference)
+    if path is not None:
+        source = reference
+        data = read_toml_file(path, source)
     else:
-        names = builtin_protocol_names()
-        if str(name_or_path) not in names:
-            raise ScenarioError(
-                f"unknown protocol {str(name_or_path)!r}: built-in protocols are "
-                f"{', '.join(names)}, or give the path of a .toml file"
-            )
-        source = f"<built-in {name_or_path}>"
-        text = resources.files("trials.protocols").joinpath(f"{name_or_path}.toml").read_bytes()
-    try:
-        data = tomllib.loads(text.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-        raise ScenarioError(f"{source}: not a valid TOML file ({error})") from None
+        source = f"<built-in {reference}>"
+        data = parse_toml(builtin_protocols().get(reference).read_text(encoding="utf-8"), source)
     return _parse(data, source)
 
 
-def _fail(source: str, key: str, expected: str, got: object = None) -> ScenarioError:
-    shown = "" if got is None else f", got {got!r}"
-    return ScenarioError(f"{source}: field '{key}': expected {expected}{shown}")
+def validate_protocol(protocol: Protocol) -> None:
+    """Check a protocol built in code as :func:`load_protocol` checks a file (every field,
+    the bounds, and every scenario it names, loaded).
+
+    Raises:
+        ProblemsError: every problem, one line each.
+    """
+    plan = protocol.participants
+    participants: dict[str, Any] = {"kind": plan.kind}
+    if plan.kind == "human":
+        participants["ids"] = list(plan.ids)
+    else:
+        participants.update(count=plan.count, mix=dict(plan.mix))
+    data = {
+        "name": protocol.name,
+        "description": protocol.description,
+        "seed": protocol.seed,
+        "scenarios": list(protocol.scenarios),
+        "conditions": list(protocol.conditions),
+        "repetitions": protocol.repetitions,
+        "controller_conditions": list(protocol.controller_conditions),
+        "controller_repetitions": protocol.controller_repetitions,
+        "participants": participants,
+    }
+    _parse(data, protocol.source or f"protocol {protocol.name!r}")
+
+
+def planned_trial_count(protocol: Protocol) -> int:
+    """How many trials :func:`plan_trials` plans for ``protocol``."""
+    per_scenario = protocol.participants.count * len(protocol.conditions) * protocol.repetitions
+    per_scenario += len(protocol.controller_conditions) * protocol.controller_repetitions
+    return per_scenario * len(protocol.scenarios)
+
+
+class _Fields:
+    """A protocol table being read: named getters that record problems and return None."""
+
+    def __init__(self, problems: Problems, prefix: str, data: dict[str, Any], keys: tuple[str, ...]) -> None:
+        self.problems = problems
+        self.prefix = prefix
+        self.data = data
+        for key in data:
+            if key not in keys:
+                close = suggestion(key, keys)
+                hint = f" (did you mean {close!r}?)" if close else ""
+                shown = key if len(key) <= 80 else key[:77] + "..."
+                problems.add(f"{prefix}{shown}", f"unknown key{hint}; expected one of {', '.join(sorted(keys))}")
+
+    def fail(self, key: str, expected: str, got: object = ..., hint: str = "") -> None:
+        self.problems.expected(f"{self.prefix}{key}", expected, got, hint=hint)
+
+    def get(self, key: str, expected: str, required: bool) -> Any:
+        if key not in self.data:
+            if required:
+                self.problems.add(f"{self.prefix}{key}", f"missing (expected {expected})")
+            return None
+        return self.data[key]
+
+    def integer(self, key: str, default: int, minimum: int, maximum: int) -> int | None:
+        expected = f"an integer >= {minimum} and <= {maximum}"
+        value = self.get(key, expected, required=False)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+            self.fail(key, expected, value)
+            return None
+        number: int = value
+        return number
+
+    def text(self, key: str, default: str | None, *, allow_empty: bool = True) -> str | None:
+        value = self.get(key, "a string", required=default is None)
+        if value is None:
+            return default
+        wrong = text_problem(value, allow_empty=allow_empty, single_line=not allow_empty)
+        if wrong is not None:
+            self.problems.add(f"{self.prefix}{key}", f"expected {wrong}")
+            return None
+        string: str = value
+        return string
 
 
 def _parse(data: dict[str, Any], source: str) -> Protocol:
-    unknown = set(data) - _PROTOCOL_KEYS
-    if unknown:
-        raise _fail(source, sorted(unknown)[0], f"one of {sorted(_PROTOCOL_KEYS)}", "unknown key")
-    for key in ("name", "scenarios", "conditions", "participants"):
-        if key not in data:
-            raise _fail(source, key, "a value", "nothing (missing)")
-    name = data["name"]
-    if not isinstance(name, str) or not name:
-        raise _fail(source, "name", "a non-empty string", name)
-    seed = data.get("seed", 0)
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise _fail(source, "seed", "a non-negative integer", seed)
-    scenarios = data["scenarios"]
-    if not isinstance(scenarios, list) or not scenarios or not all(
-        isinstance(s, str) and s for s in scenarios
-    ):
-        raise _fail(source, "scenarios", "a non-empty list of scenario names or paths", scenarios)
-    conditions = _conditions(data["conditions"], source, "conditions", allow_empty=False)
-    controller = _conditions(
-        data.get("controller_conditions", []), source, "controller_conditions", allow_empty=True
-    )
-    repetitions = _positive_int(data.get("repetitions", 1), source, "repetitions")
-    controller_repetitions = _positive_int(
-        data.get("controller_repetitions", 1), source, "controller_repetitions"
-    )
-    return Protocol(
-        name=name,
-        description=str(data.get("description", "")),
-        seed=seed,
-        scenarios=tuple(scenarios),
-        conditions=conditions,
-        repetitions=repetitions,
-        participants=_participants(data["participants"], source),
-        controller_conditions=controller,
-        controller_repetitions=controller_repetitions,
+    """Validate parsed protocol ``data`` completely (its scenarios included).
+
+    Raises:
+        ProblemsError: every problem, one line each.
+    """
+    problems = Problems(source)
+    fields = _Fields(problems, "", data, _PROTOCOL_KEYS)
+    name = fields.text("name", None, allow_empty=False)
+    description = fields.text("description", "")
+    seed = fields.integer("seed", 0, 0, MAX_SEED)
+    scenarios = _scenario_references(fields)
+    conditions = _conditions(fields, "conditions", allow_empty=False)
+    controller = _conditions(fields, "controller_conditions", allow_empty=True)
+    repetitions = fields.integer("repetitions", 1, 1, MAX_REPETITIONS)
+    controller_repetitions = fields.integer("controller_repetitions", 1, 1, MAX_REPETITIONS)
+    participants = _participants(fields)
+    protocol = Protocol(
+        name=name,  # type: ignore[arg-type]
+        description=description,  # type: ignore[arg-type]
+        seed=seed,  # type: ignore[arg-type]
+        scenarios=scenarios,  # type: ignore[arg-type]
+        conditions=conditions,  # type: ignore[arg-type]
+        repetitions=repetitions,  # type: ignore[arg-type]
+        participants=participants,  # type: ignore[arg-type]
+        controller_conditions=controller or (),
+        controller_repetitions=controller_repetitions,  # type: ignore[arg-type]
         source=source,
     )
+    parts = (scenarios, conditions, controller, repetitions, controller_repetitions, participants)
+    if all(part is not None for part in parts):
+        planned = planned_trial_count(protocol)
+        if planned > MAX_PLANNED_TRIALS:
+            problems.add(
+                "", f"expected at most {MAX_PLANNED_TRIALS} planned trials (participants x conditions x "
+                f"repetitions x scenarios, plus the controller's), got {planned}",
+            )
+    if scenarios is not None:
+        _check_scenarios(problems, scenarios)
+    problems.check()
+    return protocol
 
 
-def _positive_int(value: object, source: str, key: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise _fail(source, key, "a positive integer", value)
-    return value
+def _scenario_references(fields: _Fields) -> tuple[str, ...] | None:
+    """The ``scenarios`` list: readable references, at most :data:`MAX_SCENARIOS`, and
+    distinct trial names (two references may not share a file stem)."""
+    expected = f"a non-empty list of at most {MAX_SCENARIOS} built-in scenario names or .toml paths"
+    value = fields.get("scenarios", expected, required=True)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value or len(value) > MAX_SCENARIOS:
+        shown = value if not isinstance(value, list) or len(value) <= MAX_SCENARIOS else f"{len(value)} entries"
+        fields.fail("scenarios", expected, shown)
+        return None
+    references: list[str] = []
+    stems: dict[str, int] = {}
+    for index, item in enumerate(value):
+        wrong = text_problem(item, max_bytes=MAX_REFERENCE_BYTES, allow_empty=False, single_line=True)
+        if wrong is not None:
+            fields.problems.add(f"scenarios[{index}]", f"expected a built-in scenario name or a .toml path: {wrong}")
+            continue
+        stem = _scenario_stem(item)
+        if stem in stems:
+            fields.fail(f"scenarios[{index}]", f"a scenario not already listed (its trials would be named "
+                        f"like those of scenarios[{stems[stem]}])", item)
+            continue
+        stems[stem] = index
+        references.append(item)
+    return tuple(references) if len(references) == len(value) else None
 
 
-def _conditions(value: object, source: str, key: str, allow_empty: bool) -> tuple[str, ...]:
-    if not isinstance(value, list) or (not value and not allow_empty):
-        raise _fail(source, key, f"a list drawn from {list(CONDITIONS)}", value)
-    for item in value:
-        if item not in CONDITIONS:
-            raise _fail(source, key, f"conditions from {list(CONDITIONS)}", item)
-    if len(set(value)) != len(value):
-        raise _fail(source, key, "each condition once", value)
-    return tuple(value)
+def _check_scenarios(problems: Problems, scenarios: tuple[str, ...]) -> None:
+    """Load every scenario the protocol names; record their problems under ``scenarios[i]``."""
+    from trials.vocabulary import load_scenario
+
+    for index, reference in enumerate(scenarios):
+        try:
+            load_scenario(reference)
+        except ScenarioError as error:
+            problems.extend(f"scenarios[{index}]", error)
 
 
-def _participants(value: object, source: str) -> ParticipantPlan:
+def _hint(names: tuple[str, ...], got: object) -> str:
+    """`` (did you mean 'x'?)`` when a name in ``names`` is close to ``got``."""
+    close = suggestion(str(got), names) if isinstance(got, str) else None
+    return f" (did you mean {close!r}?)" if close else ""
+
+
+def _conditions(fields: _Fields, key: str, allow_empty: bool) -> tuple[str, ...] | None:
+    names = CONDITIONS.names()
+    expected = f"a {'' if allow_empty else 'non-empty '}list of conditions from {', '.join(names)}, each once"
+    value = fields.get(key, expected, required=not allow_empty)
+    if value is None:
+        return () if allow_empty else None
+    if not isinstance(value, list) or (not value and not allow_empty) or len(value) > len(names):
+        fields.fail(key, expected, value)
+        return None
+    ok = True
+    for index, item in enumerate(value):
+        if not isinstance(item, str) or item not in CONDITIONS:
+            fields.fail(f"{key}[{index}]", f"one of {', '.join(names)}", item, hint=_hint(names, item))
+            ok = False
+    if ok and len(set(value)) != len(value):
+        fields.fail(key, "each condition once", value)
+        ok = False
+    return tuple(value) if ok else None
+
+
+def _participants(root: _Fields) -> ParticipantPlan | None:
+    value = root.get("participants", "a table [participants]", required=True)
+    if value is None:
+        return None
     if not isinstance(value, dict):
-        raise _fail(source, "participants", "a table", value)
-    unknown = set(value) - _PARTICIPANT_KEYS
-    if unknown:
-        key = sorted(unknown)[0]
-        raise _fail(source, f"participants.{key}", f"one of {sorted(_PARTICIPANT_KEYS)}", "unknown key")
+        root.fail("participants", "a table [participants]", value)
+        return None
+    fields = _Fields(root.problems, "participants.", value, _PARTICIPANT_KEYS)
     kind = value.get("kind", "simulated")
+    if kind not in ("simulated", "human"):
+        fields.fail("kind", "'simulated' or 'human'", kind)
+        return None
+    only = {"simulated": ("count", "mix"), "human": ("ids",)}
+    for owner, keys in only.items():
+        for key in keys:
+            if owner != kind and key in value:
+                fields.fail(key, f"this field only with kind = {owner!r} (kind is {kind!r})")
     if kind == "human":
-        ids = value.get("ids")
-        if not isinstance(ids, list) or not ids or not all(isinstance(i, str) and i for i in ids):
-            raise _fail(source, "participants.ids", "a non-empty list of participant ids", ids)
-        if len(set(ids)) != len(ids):
-            raise _fail(source, "participants.ids", "unique ids", ids)
-        return ParticipantPlan(kind="human", count=len(ids), ids=tuple(ids))
-    if kind != "simulated":
-        raise _fail(source, "participants.kind", '"simulated" or "human"', kind)
-    count = _positive_int(value.get("count", 1), source, "participants.count")
-    mix = value.get("mix", {"novice": 1.0})
-    if not isinstance(mix, dict) or not mix:
-        raise _fail(source, "participants.mix", "a table of kind = share", mix)
-    for kind_name, share in mix.items():
-        if kind_name not in PARTICIPANT_KINDS:
-            raise _fail(source, "participants.mix", f"kinds from {list(PARTICIPANT_KINDS)}", kind_name)
-        if not isinstance(share, int | float) or isinstance(share, bool) or share < 0:
-            raise _fail(source, f"participants.mix.{kind_name}", "a non-negative number", share)
-    if sum(mix.values()) <= 0:
-        raise _fail(source, "participants.mix", "shares that add up to more than 0", mix)
-    return ParticipantPlan(
-        kind="simulated", count=count, mix=tuple((k, float(v)) for k, v in mix.items())
-    )
+        ids = _participant_ids(fields)
+        return None if ids is None else ParticipantPlan(kind="human", count=len(ids), ids=ids)
+    count = fields.integer("count", 1, 1, MAX_PARTICIPANTS)
+    mix = _mix(fields)
+    if count is None or mix is None:
+        return None
+    return ParticipantPlan(kind="simulated", count=count, mix=mix)
 
 
-def trial_seed(study_seed: int, *parts: object) -> int:
-    """A stable 32-bit seed from the study seed and a trial's identity (process-independent)."""
+def _participant_ids(fields: _Fields) -> tuple[str, ...] | None:
+    expected = f"a non-empty list of at most {MAX_PARTICIPANTS} participant ids"
+    ids = fields.get("ids", expected, required=True)
+    if ids is None:
+        return None
+    if not isinstance(ids, list) or not ids or len(ids) > MAX_PARTICIPANTS:
+        fields.fail("ids", expected, ids if not isinstance(ids, list) or len(ids) <= 10 else f"{len(ids)} ids")
+        return None
+    ok = True
+    seen: set[str] = set()
+    for index, pid in enumerate(ids):
+        wrong = text_problem(pid, max_bytes=MAX_ID_BYTES, allow_empty=False, single_line=True)
+        if wrong is not None:
+            fields.problems.add(f"participants.ids[{index}]", f"expected {wrong}")
+            ok = False
+        elif pid == CONTROLLER_ID or pid in seen:
+            reason = "the controller's id" if pid == CONTROLLER_ID else "a duplicate"
+            fields.fail(f"ids[{index}]", f"a unique id other than {CONTROLLER_ID!r}", pid, hint=f" ({reason})")
+            ok = False
+        else:
+            seen.add(pid)
+    return tuple(ids) if ok else None
+
+
+def _mix(fields: _Fields) -> tuple[tuple[str, float], ...] | None:
+    value = fields.get("mix", "a table of kind = share", required=False)
+    if value is None:
+        return (("novice", 1.0),)
+    kinds = PARTICIPANT_PRESETS.names()
+    if not isinstance(value, dict) or not value:
+        fields.fail("mix", f"a table of kind = share, kinds from {', '.join(kinds)}", value)
+        return None
+    ok = True
+    for kind_name, share in value.items():
+        if kind_name not in PARTICIPANT_PRESETS:
+            shown = kind_name if len(kind_name) <= 80 else kind_name[:77] + "..."
+            fields.fail(f"mix.{shown}", f"a participant kind from {', '.join(kinds)}", kind_name,
+                        hint=_hint(kinds, kind_name))
+            ok = False
+        elif not is_number(share) or not 0 <= share <= MAX_SHARE:
+            fields.fail(f"mix.{kind_name}", f"a number >= 0 and <= {MAX_SHARE:g} (a share)", share)
+            ok = False
+    if ok and sum(value.values()) <= 0:
+        fields.fail("mix", "shares that add up to more than 0", value)
+        ok = False
+    return tuple((k, float(v)) for k, v in value.items()) if ok else None
+
+
+def run_seed(study_seed: int, *parts: object) -> int:
+    """A planned trial's run seed: stable 32 bits from the study seed and the trial's
+    identity (process-independent)."""
     digest = hashlib.sha256(repr((study_seed, *parts)).encode()).digest()
     return int.from_bytes(digest[:4], "little")
 
@@ -258,7 +467,7 @@ def plan_trials(
             participant_kind=kind,
             participant_index=index,
             repetition=repetition,
-            seed=trial_seed(protocol.seed, pid, scenario, condition, repetition),
+            seed=run_seed(protocol.seed, pid, scenario, condition, repetition),
             order_index=order,
             participant_params=params,
         )
@@ -283,5 +492,9 @@ def plan_trials(
 
 
 def _trial_id(participant: str, scenario: str, condition: str, repetition: int) -> str:
-    scenario_stem = Path(scenario).stem if scenario.endswith(".toml") else scenario
-    return f"{participant}_{scenario_stem}_{condition}_r{repetition + 1}"
+    return f"{participant}_{_scenario_stem(scenario)}_{condition}_r{repetition + 1}"
+
+
+def _scenario_stem(scenario: str) -> str:
+    """A scenario reference as trial ids name it (a file's stem, a built-in's name)."""
+    return Path(scenario).stem if scenario.endswith(".toml") else scenario

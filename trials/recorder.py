@@ -10,14 +10,20 @@ A process killed at any moment leaves a complete, readable file that lacks at mo
 last second of trial time at real-time pace (the last half second of wall time,
 whatever the pace). The final write sets ``complete: true`` in the metadata.
 
-The file layout is the contract of :mod:`capture_trainer.trial_log`.
+A failed write (full disk, read-only or removed folder) stops the flusher and sets
+:attr:`TrialRecorder.write_error`, a one-line reason the servo tick polls to end the
+trial; the file keeps the rows of the last successful write. :meth:`TrialRecorder.close`
+then tries one last write (marked incomplete) and raises
+:class:`~capture_trainer.errors.TrialWriteError` with that reason.
+
+The schema, the metadata encoding and its bounds, and the file writing are the contract
+of :mod:`capture_trainer.trial_log`; this module only buffers rows and schedules writes.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
-import json
 import logging
 import os
 import threading
@@ -27,19 +33,16 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from capture_trainer import trial_log
-from capture_trainer.errors import TrialError
+from capture_trainer.errors import TrialError, TrialWriteError
+
 
 log = logging.getLogger(__name__)
 
 #: Rows per preallocated chunk (one second at 1 kHz).
 CHUNK_ROWS = 1000
-#: Rows per Parquet row group: the writer buffers one group at a time, so the memory a
-#: flush needs stays bounded however long the trial.
-ROW_GROUP_ROWS = 2 * CHUNK_ROWS
 
 
 class TrialRecorder:
@@ -50,12 +53,20 @@ class TrialRecorder:
         float_columns: names of the float64 columns, in row-buffer order.
         flag_columns: names of the boolean columns; column ``i`` is bit ``i`` of
             :attr:`flag_bits` (at most 64).
-        metadata: JSON-serialisable trial metadata (see ``trial_log.METADATA_KEYS``).
+        metadata: JSON-serialisable trial metadata (see ``trial_log.METADATA_KEYS``); every
+            text at most ``trial_log.MAX_TEXT_BYTES``, the whole at most
+            ``trial_log.MAX_METADATA_BYTES`` as JSON. ``format_version`` is set here.
         expected_rows: rows to preallocate (the trial's time limit over its period); a
             longer trial grows one chunk at a time, allocated by the flusher ahead of use.
         flush_rows: flush after this many new rows (1000 = one second at 1 kHz).
         flush_wall_s: flush at least this often in wall-clock seconds.
         flush_min_interval_s: never flush more often than this [s, wall clock].
+
+    Raises:
+        TrialLogError: repeated column names, more than 64 flags, or metadata out of
+            bounds (the message names the field).
+        TrialWriteError: the folder cannot be created or the first (empty) file cannot be
+            written; raised before any row is recorded.
     """
 
     def __init__(
@@ -69,17 +80,22 @@ class TrialRecorder:
         flush_wall_s: float = 0.5,
         flush_min_interval_s: float = 0.25,
     ) -> None:
-        if len(set(float_columns) | set(flag_columns)) != len(float_columns) + len(flag_columns):
-            raise TrialError("recorder columns must be unique")
-        if len(flag_columns) > 64:
-            raise TrialError(f"at most 64 flag columns, got {len(flag_columns)}")
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.float_columns = tuple(float_columns)
-        self.flag_columns = tuple(flag_columns)
-        self.metadata: dict[str, Any] = dict(metadata)
-        self.metadata.setdefault("format_version", trial_log.FORMAT_VERSION)
+        self.schema = trial_log.LogSchema(tuple(float_columns), tuple(flag_columns))
+        self.float_columns = self.schema.float_columns
+        self.flag_columns = self.schema.flag_columns
+        version = metadata.get("format_version", trial_log.FORMAT_VERSION)
+        if version != trial_log.FORMAT_VERSION:
+            raise TrialError(f"the recorder writes format_version {trial_log.FORMAT_VERSION}, not {version!r}")
+        self.metadata: dict[str, Any] = {**metadata, "format_version": trial_log.FORMAT_VERSION}
         self.metadata["complete"] = False
+        trial_log.encode_metadata(self.metadata)
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise TrialWriteError(
+                trial_log.describe_write_failure(self.path, error), path=self.path
+            ) from None
         n_chunks = max(1, -(-int(expected_rows) // CHUNK_ROWS)) + 1
         self._floats = [self._new_float_chunk() for _ in range(n_chunks)]
         self._flags = [self._new_flag_chunk() for _ in range(n_chunks)]
@@ -97,9 +113,18 @@ class TrialRecorder:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._write_lock = threading.Lock()
+        #: None while every write succeeded; after the first failed write, the one-line
+        #: reason (``writing runs/x.parquet failed: [Errno 28] No space left on device``).
+        #: Set once by the flusher thread; the tick polls it (a plain attribute read).
+        self.write_error: str | None = None
         self._flush_error: BaseException | None = None
         self._closed = False
-        self._write(final=False)
+        try:
+            self._write(final=False)
+        except Exception as error:  # noqa: BLE001 - reported as one line, before any row
+            raise TrialWriteError(
+                trial_log.describe_write_failure(self.path, error), path=self.path
+            ) from None
         self._thread = threading.Thread(target=self._flusher, name="trial-flusher", daemon=True)
         self._thread.start()
 
@@ -109,7 +134,7 @@ class TrialRecorder:
 
     def flag_bit(self, name: str) -> int:
         """The bit of flag column ``name`` in :attr:`flag_bits`."""
-        return 1 << self.flag_columns.index(name)
+        return self.schema.flag_bit(name)
 
     # Chunks are column-major (one contiguous second of each signal) so that a flush
     # hands Arrow zero-copy column buffers instead of copying the whole trial.
@@ -169,23 +194,14 @@ class TrialRecorder:
     def _table(self, rows: int) -> pa.Table:
         columns = [self._float_column(rows, i) for i in range(len(self.float_columns))]
         columns += [self._flag_column(rows, bit) for bit in range(len(self.flag_columns))]
-        meta = dict(self.metadata)
-        meta["rows"] = rows
-        return pa.Table.from_arrays(
-            columns,
-            names=[*self.float_columns, *self.flag_columns],
-            metadata={trial_log.METADATA_KEY: json.dumps(meta, default=_json_default).encode()},
-        )
+        return self.schema.table(columns, trial_log.encode_metadata({**self.metadata, "rows": rows}))
 
     def _write(self, final: bool) -> None:
         with self._write_lock:
             rows = self.rows
             if rows == self._flushed_rows and not final:
                 return
-            table = self._table(rows)
-            tmp = self.path.with_name(f".{self.path.name}.tmp")
-            pq.write_table(table, tmp, use_dictionary=False, compression="zstd", row_group_size=ROW_GROUP_ROWS)
-            os.replace(tmp, self.path)
+            trial_log.write_file(self._table(rows), self.path)
             self._flushed_rows = rows
             self._wake_at_row = rows + self._flush_rows
             # A write's working memory grows with the file (3.3 MB for 30 s of trial) and
@@ -204,43 +220,90 @@ class TrialRecorder:
                 if self.rows // CHUNK_ROWS + 1 >= len(self._floats):
                     self._grow()
                 self._write(final=False)
-            except BaseException as error:  # noqa: BLE001 - surfaced by close()
+            except BaseException as error:  # noqa: BLE001 - surfaced by write_error and close()
                 self._flush_error = error
-                log.error("trial file %s could not be written: %s", self.path, error)
+                self.write_error = trial_log.describe_write_failure(self.path, error)
+                log.error("%s; the trial must stop", self.write_error)
                 return
             # Each write re-encodes the whole trial: a headless trial (a second of trial
             # time every few ms) would otherwise rewrite its file a thousand times a run.
             self._stop.wait(self._flush_min_interval_s)
 
     def update_metadata(self, **entries: Any) -> None:
-        """Add or replace metadata entries; written with the next flush."""
+        """Add or replace metadata entries; written with the next flush (not on the tick).
+
+        Raises:
+            TrialLogError: an entry out of the contract's bounds (the message names the
+                field); the metadata is left unchanged.
+        """
+        trial_log.encode_metadata({**self.metadata, **entries})
         self.metadata.update(entries)
 
     def close(self, **final_metadata: Any) -> Path:
         """Stop the flusher and write the final file with ``complete: true``.
+
+        After a failed write (:attr:`write_error` set) the final write is still tried,
+        marked ``complete: false`` with ``write_error`` and ``end_reason`` (``write_failed``
+        unless given), and this raises.
 
         Args:
             **final_metadata: entries added to the metadata (end_reason, servo_timing...).
 
         Returns:
             The path of the trial file.
+
+        Raises:
+            TrialWriteError: a write failed during the trial or the final one did: one line
+                with the reason and the rows the file keeps (raised again by a later call).
+            TrialLogError: ``final_metadata`` out of the contract's bounds; nothing is
+                closed (:meth:`abort` still keeps the data).
         """
-        if self._closed:
-            return self.path
-        self._stop.set()
-        self._wake.set()
-        self._thread.join()
-        self.metadata.update(final_metadata)
-        self.metadata["complete"] = bool(final_metadata.get("complete", True))
-        self._write(final=True)
-        self._closed = True
-        if self._flush_error is not None:
-            raise TrialError(f"trial file {self.path} could not be written") from self._flush_error
+        if not self._closed:
+            trial_log.encode_metadata({**self.metadata, **final_metadata})
+            self._finish(final_metadata)
+        if self.write_error is not None:
+            raise self._write_failure() from self._flush_error
         return self.path
 
     def abort(self, reason: str) -> Path:
-        """Close after a failure: the data so far is kept, marked incomplete."""
-        return self.close(complete=False, end_reason=reason)
+        """Close after a failure: the data so far is kept, marked incomplete.
+
+        Never raises for a failed write, since it runs while another error is handled:
+        the failure is logged and stays in :attr:`write_error`.
+
+        Args:
+            reason: the ``end_reason`` (clipped to ``trial_log.MAX_TEXT_BYTES``).
+        """
+        if not self._closed:
+            self._finish({"complete": False, "end_reason": trial_log.clip_text(reason)})
+        return self.path
+
+    def _finish(self, final_metadata: Mapping[str, Any]) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join()
+        self._closed = True
+        self.metadata.update(final_metadata)
+        self.metadata["complete"] = bool(final_metadata.get("complete", True))
+        if self.write_error is not None:
+            self.metadata.update(complete=False, write_error=self.write_error)
+            self.metadata.setdefault("end_reason", "write_failed")
+        try:
+            self._write(final=True)
+        except Exception as error:  # noqa: BLE001 - reported by write_error and close()
+            if self.write_error is None:
+                self._flush_error = error
+                self.write_error = trial_log.describe_write_failure(self.path, error)
+        if self.write_error is not None:
+            log.error("%s", self._write_failure())
+
+    def _write_failure(self) -> TrialWriteError:
+        kept = max(self._flushed_rows, 0)
+        if kept == self.rows:
+            where = f"{self.path} keeps all {kept} rows, marked incomplete"
+        else:
+            where = f"{self.path} keeps the first {kept} of {self.rows} rows, marked incomplete"
+        return TrialWriteError(f"{self.write_error}; {where}", path=self.path, rows_kept=kept, rows=self.rows)
 
     def __enter__(self) -> TrialRecorder:
         return self
@@ -273,22 +336,3 @@ def _malloc_trim() -> Any:
 def _chunk_lengths(rows: int) -> list[tuple[int, int]]:
     """(chunk index, rows in it) of the first ``rows`` rows."""
     return [(start // CHUNK_ROWS, min(CHUNK_ROWS, rows - start)) for start in range(0, rows, CHUNK_ROWS)]
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
-
-
-def read_trial(path: str | os.PathLike[str]) -> tuple[pa.Table, dict[str, Any]]:
-    """Read a trial file back: its table and its metadata."""
-    table = pq.read_table(path)
-    raw = (table.schema.metadata or {}).get(trial_log.METADATA_KEY)
-    if raw is None:
-        raise TrialError(f"{path} is not a capture-trainer trial file (no metadata)")
-    return table, json.loads(raw)

@@ -1,29 +1,48 @@
 """Building and running one trial: scenario + condition + participant -> a trial file.
 
-:func:`build_trial` wires the parts named by ARCHITECTURE (device, mapping, slave-control
-path, plant, target, guidance law, renderer, recorder) into a :class:`trials.tick.ServoTick`
-and picks the clock that drives it; :func:`run_trial` builds, runs and finishes. Studies
-call :func:`run_trial_spec` in worker processes; the interactive trainer builds a trial
-in its servo process and attaches a shared-memory snapshot.
+:func:`build_trial` assembles the parts named in docs/architecture.md (arm, device, commander,
+slave-control path, target, guidance law, recorder) into a :class:`trials.tick.ServoTick`,
+each from its own package's factory, and picks the clock that drives it; :func:`run_trial`
+builds, runs and finishes. Studies call it through ``trials.study.run_trial_spec`` in
+worker processes; the interactive trainer builds a trial in its servo process and
+attaches a shared-memory snapshot.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from numpy.typing import NDArray
+
 from capture_trainer import __version__, trial_log
-from capture_trainer.catalog import CONDITIONS, PARTICIPANT_KINDS
 from capture_trainer.errors import TrialError
-from trials.protocol import TrialSpec
+from capture_trainer.paths import MAX_STEM_BYTES, safe_component, trial_file
+from guidance.law import GuidanceLaw
+from guidance.rendering import ForceRenderer
+from haptics.device import Device, DeviceSpec, ServoClock, SimulatedHand
+from haptics.mapping import WorkspaceMapping
+from robot.arm import ArmBackend
+from robot.backends import ARM_BACKENDS
+from robot.models import ManipulatorModel, get_model
+from robot.slave import SlaveController
+from scenarios.schema import Scenario
+from scenarios.seeding import trial_seed
+from trials.conditions import CONDITIONS
+from trials.commanders import Commander, ControllerCommander, HapticCommander
 from trials.recorder import TrialRecorder
-from trials.tick import ServoTick
+from trials.tick import ServoTick, TickLimits, TrialParts
+
+if TYPE_CHECKING:
+    from haptics.operators import Operator
+    from haptics.safety import SafetyConfig
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +67,8 @@ class TrialRequest:
         condition: ``dg`` | ``ng`` | ``apf`` | ``as``.
         participant: a simulated kind (``novice``, ``expert``, ``passive``) with the
             simulated device, or the person's id with a real device.
-        seed: the trial's seed (the simulated participant's noise and choices).
+        seed: the run's seed; with the scenario's seed, the participant and the repetition it
+            makes the trial's seed (``scenarios.seeding.trial_seed``).
         device: ``simulated`` | ``openhaptics`` | ``mouse``.
         paced: run in real time (1 kHz wall clock) rather than as fast as possible;
             always true for devices a person holds.
@@ -61,6 +81,10 @@ class TrialRequest:
         time_limit_s: overrides the scenario's time limit [s].
         end_on_capture: end the trial once the post-capture window after the first
             reach has been recorded (otherwise run to the time limit).
+        arm: address (``HOST:PORT``) of an arm server (``capture-trainer arm serve`` or a
+            real arm's) to drive over the link instead of the in-process plant.
+        arm_keys: the CURVE key folder of ``capture-trainer arm keys`` (required off
+            loopback).
     """
 
     scenario: str = "paper-2019"
@@ -77,11 +101,17 @@ class TrialRequest:
     device_options: dict[str, Any] = field(default_factory=dict)
     time_limit_s: float | None = None
     end_on_capture: bool = True
+    arm: str | None = None
+    arm_keys: str | None = None
 
     def resolved_trial_id(self, scenario_name: str) -> str:
+        """The trial file's stem: ``trial_id``, or ``<participant>_<scenario>_<condition>_s<seed>``,
+        made a safe file-name component (``capture_trainer.paths.safe_component``: readable
+        names unchanged, anything that could leave the folder replaced)."""
         if self.trial_id:
-            return self.trial_id
-        return f"{self.participant}_{scenario_name}_{self.condition}_s{self.seed}"
+            return safe_component(self.trial_id, MAX_STEM_BYTES)
+        parts = "_".join(safe_component(str(part)) for part in (self.participant, scenario_name, self.condition))
+        return safe_component(f"{parts}_s{self.seed}", MAX_STEM_BYTES)
 
 
 @dataclass
@@ -89,12 +119,12 @@ class Trial:
     """A built trial: call ``clock.run(tick, max_ticks)`` then :meth:`finish`."""
 
     request: TrialRequest
-    scenario: Any
+    scenario: Scenario
     tick: ServoTick
-    clock: Any
+    clock: ServoClock
     recorder: TrialRecorder
-    arm: Any
-    device: Any | None
+    arm: ArmBackend
+    device: Device | None
     max_ticks: int
     n_joints: int
     started_wall_s: float = field(default_factory=time.perf_counter)
@@ -167,7 +197,7 @@ def _impact_velocity(recorder: TrialRecorder, reached_at_s: float) -> float:
     return float(np.linalg.norm(np.subtract(ee_v, tg_v)))
 
 
-def device_start_position(scenario: Any, ee0_m: np.ndarray, spec: Any) -> np.ndarray:
+def device_start_position(scenario: Scenario, ee0_m: np.ndarray, spec: DeviceSpec) -> np.ndarray:
     """Where the stylus should start [m], device frame, so that the capture happens in
     the middle of the device's workspace.
 
@@ -186,183 +216,197 @@ def device_start_position(scenario: Any, ee0_m: np.ndarray, spec: Any) -> np.nda
     rotation = np.array(mapping.rotation_task_from_device)
     low, high = np.array(spec.workspace_min_m), np.array(spec.workspace_max_m)
     start = 0.5 * (low + high) - rotation.T @ (centre_task - ee0_m) / mapping.position_scale
-    return np.clip(start, low + 0.1 * (high - low), high - 0.1 * (high - low))
-
-
-def _make_device(request: TrialRequest, scenario: Any, seed: int, ee0_m: np.ndarray) -> Any:
-    """The device backend: a simulated device held by a simulated participant, or a real
-    or stand-in device held by a person."""
-    if request.device == "simulated":
-        from haptics.operators import HumanOperator, ParticipantParams, make_operator
-        from haptics.simulated import SimulatedDevice
-
-        if request.participant_params:
-            operator = HumanOperator(ParticipantParams(**request.participant_params), seed=seed, dt_s=DT_S)
-        else:
-            if request.participant not in PARTICIPANT_KINDS:
-                raise TrialError(
-                    f"--participant {request.participant!r}: with the simulated device the "
-                    f"participant is a simulated kind: {', '.join(PARTICIPANT_KINDS)}"
-                )
-            operator = make_operator(request.participant, seed=seed, dt_s=DT_S)
-        from haptics.simulated import TOUCH_LIKE_SPEC
-
-        options = dict(request.device_options)
-        options.setdefault("initial_position_m", device_start_position(scenario, ee0_m, TOUCH_LIKE_SPEC))
-        return SimulatedDevice(operator=operator, dt_s=DT_S, seed=seed, **options)
-    if request.device == "mouse" and "input_name" in request.device_options:
-        # the trainer window owns pygame; the pointer reaches this process by shared memory
-        from trials.ui.shared_input import SharedInputDevice
-
-        return SharedInputDevice(**request.device_options)
-    from haptics.backends import open_device
-
-    return open_device(request.device, **request.device_options)
+    clipped: np.ndarray = np.clip(start, low + 0.1 * (high - low), high - 0.1 * (high - low))
+    return clipped
 
 
 def build_trial(request: TrialRequest, out_dir: str | Path) -> Trial:
-    """Wire a trial; nothing runs until its clock runs the tick.
+    """Assemble a trial from its plan; nothing runs until its clock runs the tick.
+
+    Each part comes from its own package's factory; on any error what was opened is
+    closed again.
 
     Raises:
         ScenarioError: the scenario cannot be loaded.
         DeviceError: the device backend is not available here.
         TrialError: an invalid combination of options.
     """
-    from guidance.registry import make_law
-    from guidance.rendering import ForceRenderer
-    from haptics.mapping import WorkspaceMapping
-    from robot.models import get_model
-    from robot.pybullet_arm import PyBulletArm
-    from robot.slave import SlaveController
-    from scenarios.loader import load_scenario
+    from trials.vocabulary import load_scenario
 
-    if request.condition not in CONDITIONS:
-        raise TrialError(f"unknown condition {request.condition!r}: expected one of {CONDITIONS}")
     scenario = load_scenario(request.scenario)
-    robot_config = scenario.robot
-    model = get_model(robot_config.model)
-    if robot_config.base_mass_kg is not None or robot_config.base_inertia_kg_m2 is not None:
-        model = model.with_base(
-            robot_config.base_mass_kg if robot_config.base_mass_kg is not None else model.base_mass_kg,
-            robot_config.base_inertia_kg_m2
-            if robot_config.base_inertia_kg_m2 is not None
-            else model.base_inertia_kg_m2,
-        )
-    q0 = None if robot_config.initial_joints_rad is None else np.array(robot_config.initial_joints_rad)
-    automatic = request.condition == "as"
-    seed = int(request.seed)
-    arm = PyBulletArm(model, q0_rad=q0, dt_s=DT_S, gui=request.gui)
-    device = None
-    try:
+    plan = TrialPlan.of(request, scenario)
+    with contextlib.ExitStack() as opened:
+        arm = _make_arm(request, scenario, plan.model)
+        opened.callback(arm.close)
         ee0 = arm.measure().ee_position_m.copy()
-        device = None if automatic else _make_device(request, scenario, seed, ee0)
-        if device is not None:
-            device.__enter__()  # a real device starts its scheduler here
-        k_p, k_d = CAPTURE_GAINS if automatic else TELEOP_GAINS
-        slave = SlaveController(model, arm, solver=request.solver, k_p=k_p, k_d=k_d, dt_s=DT_S)
         target = scenario.target_motion(ee0)
-        mapping_config = scenario.mapping
-        rotation = np.array(mapping_config.rotation_task_from_device)
-        # The offset is set on the first tick, from the stylus' first reading.
-        mapping = WorkspaceMapping(
-            scale=mapping_config.position_scale,
-            rotation_task_from_device=rotation,
-            force_scale=mapping_config.force_scale,
-        )
-        law_name = "ng" if automatic else request.condition
-        law = make_law(law_name, **scenario.guidance.params(law_name))
+        device = None if plan.automatic else _open_device(request, scenario, plan.seed, ee0, opened)
+        slave = SlaveController(plan.model, arm, solver=request.solver, k_p=plan.gains[0], k_d=plan.gains[1],
+                                dt_s=DT_S)
         shoulder_m, reach_m = _shoulder_and_reach(arm)
-        if law_name != "ng":
-            law = _with_fixtures(law, scenario, device, rotation, reach_m, model)
-        rendering = scenario.rendering
-        max_force = rendering.max_force_n
-        if device is not None:
-            max_force = min(max_force, device.spec.max_force_n)
-        renderer = ForceRenderer(
-            rotation_device_from_task=rotation.T,
-            force_scale=mapping_config.force_scale,
-            max_force_n=max_force,
-            saturation=rendering.saturation,
-            ramp_time_s=rendering.ramp_time_s,
-            max_rate_n_s=rendering.max_rate_n_s,
-        )
+        law = _make_law(plan, scenario, device, reach_m)
+        commander = ControllerCommander(target) if device is None else _haptic_commander(scenario, device)
+        recorder = _make_recorder(request, scenario, plan, law, commander, device, out_dir)
+        limits = TickLimits(DT_S, plan.max_ticks, scenario.target.radius_m, plan.end_after_reach_s)
+        tick = ServoTick(TrialParts(commander, slave, arm, target, law, recorder), limits)
+        tick.guidance_state.arm_base_position_m[:] = shoulder_m
+        clock = _make_clock(request, device)
+        opened.pop_all()
+    return Trial(request=request, scenario=scenario, tick=tick, clock=clock, recorder=recorder, arm=arm,
+                 device=device, max_ticks=plan.max_ticks, n_joints=plan.model.n_joints)
+
+
+@dataclass(frozen=True)
+class TrialPlan:
+    """What a request and its scenario decide before any part is built.
+
+    Attributes:
+        model: the manipulator (with the scenario's base overrides).
+        automatic: the controller captures (``as``); no device, no guidance.
+        law_name: the guidance law of the condition (``ng`` for the controller).
+        gains: eq. 10 (k_p [1/s^2], k_d [1/s]) of the slave.
+        max_ticks: the time limit in ticks.
+        end_after_reach_s: how long the trial goes on after the first reach [s].
+        seed: the trial's seed.
+    """
+
+    model: ManipulatorModel
+    automatic: bool
+    law_name: str
+    gains: tuple[float, float]
+    max_ticks: int
+    end_after_reach_s: float
+    seed: int
+
+    @classmethod
+    def of(cls, request: TrialRequest, scenario: Scenario) -> TrialPlan:
+        condition = CONDITIONS.get(request.condition)
+        automatic = condition.automatic
         time_limit_s = request.time_limit_s or scenario.capture.time_limit_s
         if not (time_limit_s > 0.0 and math.isfinite(time_limit_s)):
             raise TrialError(f"the time limit must be a positive number of seconds, got {time_limit_s}")
-        max_ticks = int(round(time_limit_s / DT_S))
-        trial_id = request.resolved_trial_id(scenario.name)
-        out = Path(out_dir)
-        participant = _participant_metadata(request, automatic)
-        metadata = {
-            "format_version": trial_log.FORMAT_VERSION,
-            "package_version": __version__,
-            "trial_id": trial_id,
-            "scenario": scenario.name,
-            "scenario_config": scenario.as_dict(),
-            "condition": request.condition,
-            "participant": participant,
-            "seed": seed,
-            "repetition": request.repetition,
-            "gains": {
-                "slave": {"k_p": k_p, "k_d": k_d, "solver": request.solver},
-                "law": law.params(),
-                "mapping": mapping.as_dict(),
-            },
-            "model": model.name,
-            "n_joints": model.n_joints,
-            "dt_s": DT_S,
-            "target_radius_m": scenario.target.radius_m,
-            "capture_tolerance_m": scenario.capture.tolerance_m,
-            "post_capture_window_s": scenario.capture.post_capture_window_s,
-            "device": device.spec.as_dict() if device is not None else None,
-            "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        }
-        recorder = TrialRecorder(
-            out / f"{trial_id}.parquet",
-            trial_log.float_columns(model.n_joints),
-            trial_log.FLAGS,
-            metadata,
-            expected_rows=max_ticks,
+        window_s = scenario.capture.post_capture_window_s + HOLD_AFTER_WINDOW_S
+        return cls(
+            model=_scenario_model(scenario),
+            automatic=automatic,
+            law_name=condition.law,
+            gains=CAPTURE_GAINS if automatic else TELEOP_GAINS,
+            max_ticks=int(round(time_limit_s / DT_S)),
+            end_after_reach_s=window_s if request.end_on_capture else math.inf,
+            seed=trial_seed(scenario.seed, _participant_metadata(request, automatic)["id"], request.repetition,
+                            int(request.seed)),
         )
-        tick = ServoTick(
-            dt_s=DT_S,
-            max_ticks=max_ticks,
-            device=device,
-            mapping=mapping,
-            slave=slave,
-            arm=arm,
-            target=target,
-            law=law,
-            renderer=renderer,
-            recorder=recorder,
-            target_radius_m=scenario.target.radius_m,
-            end_after_reach_s=(
-                scenario.capture.post_capture_window_s + HOLD_AFTER_WINDOW_S
-                if request.end_on_capture
-                else math.inf
-            ),
-        )
-        tick.guidance_state.arm_base_position_m[:] = shoulder_m
-        clock = _make_clock(request, device)
-    except BaseException:
-        arm.close()
-        if device is not None:
-            device.__exit__(None, None, None)
-        raise
-    return Trial(
-        request=request,
-        scenario=scenario,
-        tick=tick,
-        clock=clock,
-        recorder=recorder,
-        arm=arm,
-        device=device,
-        max_ticks=max_ticks,
-        n_joints=model.n_joints,
+
+
+def _scenario_model(scenario: Scenario) -> ManipulatorModel:
+    """The registered model with the scenario's base mass and inertia overrides."""
+    robot_config = scenario.robot
+    model = get_model(robot_config.model)
+    if robot_config.base_mass_kg is None and robot_config.base_inertia_kg_m2 is None:
+        return model
+    return model.with_base(
+        model.base_mass_kg if robot_config.base_mass_kg is None else robot_config.base_mass_kg,
+        model.base_inertia_kg_m2 if robot_config.base_inertia_kg_m2 is None else robot_config.base_inertia_kg_m2,
     )
 
 
-def _shoulder_and_reach(arm: Any) -> tuple[np.ndarray, float]:
+def _make_arm(request: TrialRequest, scenario: Scenario, model: ManipulatorModel) -> ArmBackend:
+    """The arm at the scenario's start pose: the in-process plant, or an arm server over
+    the link (lock-step when the trial runs headless, so it is deterministic; real time
+    when a clock paces it)."""
+    q0 = scenario.robot.initial_joints_rad
+    q0_rad = None if q0 is None else np.array(q0)
+    if request.arm is None:
+        return ARM_BACKENDS.get("pybullet")(model, q0_rad=q0_rad, dt_s=DT_S, **({"gui": True} if request.gui else {}))
+    headless = request.device == "simulated" and not request.paced
+    return ARM_BACKENDS.get("remote")(model, q0_rad=q0_rad, dt_s=DT_S, address=request.arm,
+                                      keys_dir=request.arm_keys, mode="lockstep" if headless else "realtime")
+
+
+def _open_device(request: TrialRequest, scenario: Scenario, seed: int, ee0_m: NDArray[np.float64],
+                 opened: contextlib.ExitStack) -> Device:
+    """The participant's device, opened (a real device starts its scheduler here): a
+    simulated device held by a simulated participant, or a device a person holds."""
+    from haptics.backends import open_device
+
+    options = dict(request.device_options)
+    options.setdefault("safety_config", _safety_config(scenario))
+    if request.device == "simulated":
+        from haptics.simulated import TOUCH_LIKE_SPEC
+
+        options.setdefault("operator", _simulated_participant(request, seed))
+        options.setdefault("initial_position_m", device_start_position(scenario, ee0_m, TOUCH_LIKE_SPEC))
+        options.setdefault("dt_s", DT_S)
+        options.setdefault("seed", seed)
+    device = open_device(request.device, **options)
+    opened.callback(device.__exit__, None, None, None)
+    device.__enter__()
+    return device
+
+
+def _safety_config(scenario: Scenario) -> SafetyConfig:
+    """The device's safety layer, tuned by the scenario's rendering limits."""
+    from haptics.safety import SafetyConfig
+
+    rendering = scenario.rendering
+    return SafetyConfig.for_rendering(max_force_n=rendering.max_force_n, saturation=rendering.saturation,
+                                      ramp_time_s=rendering.ramp_time_s, max_rate_n_s=rendering.max_rate_n_s)
+
+
+def _simulated_participant(request: TrialRequest, seed: int) -> Operator:
+    """The simulated participant holding a simulated device (a kind's preset or a sampled one)."""
+    from haptics.operators import HumanOperator, make_operator
+    from haptics.participants import PARTICIPANT_PRESETS, ParticipantParams
+
+    if request.participant_params:
+        return HumanOperator(ParticipantParams(**request.participant_params), seed=seed, dt_s=DT_S)
+    if request.participant not in PARTICIPANT_PRESETS:
+        raise TrialError(
+            f"--participant {request.participant!r}: with the simulated device the "
+            f"participant is a simulated kind: {', '.join(PARTICIPANT_PRESETS.names())}"
+        )
+    return make_operator(request.participant, seed=seed, dt_s=DT_S)
+
+
+def _haptic_commander(scenario: Scenario, device: Device) -> HapticCommander:
+    """Stylus -> task command and guidance -> device force, with the scenario's mapping.
+
+    The mapping's offset is set on the first tick, from the stylus' first reading.
+    """
+    config = scenario.mapping
+    rotation = np.array(config.rotation_task_from_device)
+    mapping = WorkspaceMapping(scale=config.position_scale, rotation_task_from_device=rotation,
+                               force_scale=config.force_scale)
+    renderer = ForceRenderer(rotation_device_from_task=rotation.T, force_scale=config.force_scale)
+    hand = device if isinstance(device, SimulatedHand) else None
+    return HapticCommander(device, mapping, renderer, hand)
+
+
+def _make_law(plan: TrialPlan, scenario: Scenario, device: Device | None, reach_m: float) -> GuidanceLaw:
+    """The condition's guidance law plus the scenario's forbidden-region fixtures
+    (device walls, arm reach, joint-limit proximity)."""
+    from guidance.fixtures import JointLimitProximity, ReachLimit, WorkspaceWalls
+    from guidance.law import Sum
+    from guidance.registry import make_law
+
+    law = make_law(plan.law_name, **scenario.guidance.params(plan.law_name))
+    if plan.law_name == "ng":
+        return law
+    fixtures = scenario.fixtures
+    rotation = np.array(scenario.mapping.rotation_task_from_device)
+    parts: list[GuidanceLaw] = [law]
+    if fixtures.workspace_walls and device is not None:
+        parts.append(WorkspaceWalls(device.spec.workspace_min_m, device.spec.workspace_max_m,
+                                    rotation_device_from_task=rotation.T,
+                                    force_scale=scenario.mapping.force_scale))
+    if fixtures.reach_limit:
+        parts.append(ReachLimit(reach_m))
+    if fixtures.joint_limits:
+        parts.append(JointLimitProximity(plan.model.q_min_rad, plan.model.q_max_rad))
+    return parts[0] if len(parts) == 1 else Sum(*parts)
+
+
+def _shoulder_and_reach(arm: ArmBackend) -> tuple[NDArray[np.float64], float]:
     """The first joint's position [m] (task frame, at the start; the base barely moves
     under reactionless control) and an upper bound of the arm's reach from it [m]: the
     sum of the rigid segments between consecutive joint origins and the end effector."""
@@ -371,30 +415,36 @@ def _shoulder_and_reach(arm: Any) -> tuple[np.ndarray, float]:
     return points[1].copy(), float(segments.sum())
 
 
-def _with_fixtures(
-    law: Any, scenario: Any, device: Any | None, rotation: np.ndarray, reach_m: float, model: Any
-) -> Any:
-    """The law plus the scenario's forbidden-region fixtures (device walls, arm reach,
-    joint-limit proximity)."""
-    from guidance.fixtures import JointLimitProximity, ReachLimit, WorkspaceWalls
-    from guidance.law import Sum
-
-    fixtures = scenario.fixtures
-    parts = [law]
-    if fixtures.workspace_walls and device is not None:
-        parts.append(
-            WorkspaceWalls(
-                device.spec.workspace_min_m,
-                device.spec.workspace_max_m,
-                rotation_device_from_task=rotation.T,
-                force_scale=scenario.mapping.force_scale,
-            )
-        )
-    if fixtures.reach_limit:
-        parts.append(ReachLimit(reach_m))
-    if fixtures.joint_limits:
-        parts.append(JointLimitProximity(model.q_min_rad, model.q_max_rad))
-    return parts[0] if len(parts) == 1 else Sum(*parts)
+def _make_recorder(request: TrialRequest, scenario: Scenario, plan: TrialPlan, law: GuidanceLaw,
+                   commander: Commander, device: Device | None, out_dir: str | Path) -> TrialRecorder:
+    """The trial log: its file, columns and the plan as metadata."""
+    trial_id = request.resolved_trial_id(scenario.name)
+    k_p, k_d = plan.gains
+    mapping = commander.mapping.as_dict() if isinstance(commander, HapticCommander) else None
+    metadata = {
+        "format_version": trial_log.FORMAT_VERSION,
+        "package_version": __version__,
+        "trial_id": trial_id,
+        "scenario": scenario.name,
+        "scenario_config": scenario.as_dict(),
+        "condition": request.condition,
+        "participant": _participant_metadata(request, plan.automatic),
+        "seed": plan.seed,
+        "run_seed": int(request.seed),
+        "repetition": request.repetition,
+        "gains": {"slave": {"k_p": k_p, "k_d": k_d, "solver": request.solver}, "law": law.params(),
+                  "mapping": mapping},
+        "model": plan.model.name,
+        "n_joints": plan.model.n_joints,
+        "dt_s": DT_S,
+        "target_radius_m": scenario.target.radius_m,
+        "capture_tolerance_m": scenario.capture.tolerance_m,
+        "post_capture_window_s": scenario.capture.post_capture_window_s,
+        "device": device.spec.as_dict() if device is not None else None,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    return TrialRecorder(trial_file(out_dir, trial_id), trial_log.float_columns(plan.model.n_joints),
+                         trial_log.FLAGS, metadata, expected_rows=plan.max_ticks)
 
 
 def _participant_metadata(request: TrialRequest, automatic: bool) -> dict[str, Any]:
@@ -407,38 +457,17 @@ def _participant_metadata(request: TrialRequest, automatic: bool) -> dict[str, A
     return {"id": params.get("participant_id") or request.participant, "kind": kind, "params": params}
 
 
-def _make_clock(request: TrialRequest, device: Any | None) -> Any:
-    from trials.clocks import HeadlessClock, PacedClock
+def _make_clock(request: TrialRequest, device: Device | None) -> ServoClock:
+    """The device's own clock (OpenHaptics' scheduler), real time when a person watches,
+    or as fast as possible."""
+    from trials.clocks import CLOCKS
 
-    device_clock = getattr(device, "clock", None)
+    device_clock = None if device is None else device.clock()
     if device_clock is not None:
-        return device_clock()
-    if request.paced or request.device != "simulated":
-        return PacedClock(DT_S)
-    return HeadlessClock(DT_S)
+        return device_clock
+    return CLOCKS.get("paced" if request.paced or request.device != "simulated" else "headless")(DT_S)
 
 
 def run_trial(request: TrialRequest, out_dir: str | Path) -> dict[str, Any]:
     """Build, run and finish one trial; returns its summary (path, reach time, ...)."""
     return build_trial(request, out_dir).run()
-
-
-def run_trial_spec(spec: TrialSpec, study_dir: Path) -> dict[str, Any]:
-    """Run one planned study trial (a worker process's entry point)."""
-    from trials.study import TRIALS_DIR
-
-    request = TrialRequest(
-        scenario=spec.scenario,
-        condition=spec.condition,
-        participant=spec.participant_kind,
-        seed=spec.seed,
-        trial_id=spec.trial_id,
-        participant_params=spec.participant_params or None,
-        repetition=spec.repetition,
-    )
-    trial = build_trial(request, Path(study_dir) / TRIALS_DIR)
-    trial.recorder.update_metadata(
-        participant={"id": spec.participant_id, "kind": spec.participant_kind, "params": spec.participant_params},
-        study={"order_index": spec.order_index, "participant_index": spec.participant_index},
-    )
-    return trial.run()

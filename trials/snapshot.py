@@ -66,7 +66,8 @@ class SnapshotLayout:
 
     @property
     def size(self) -> int:
-        return self.offsets["links"].stop
+        stop: int = self.offsets["links"].stop
+        return stop
 
 
 class SharedSnapshot:

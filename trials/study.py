@@ -1,39 +1,99 @@
 """Running a study: every planned trial, resumable, in parallel worker processes.
 
 The study directory holds ``study.json`` (the protocol, the participants with their
-parameters, and the planned order) and one trial file per trial under ``trials/``.
-A trial counts as done when its file exists and its metadata says ``complete``; an
-interrupted study run again with the same directory runs only what is missing.
+parameters, the planned order and the plan's fingerprint) and one trial file per trial
+under ``trials/``.
+
+Resume by identity: every trial file carries the fingerprint of its plan
+(:func:`trial_identity`: protocol name and seed, the scenario file's content, condition,
+participant, repetition, run seed, package version) and ``study.json`` the fingerprint of
+the whole plan (:func:`study_identity`). A trial counts as done when its file is complete
+and its fingerprint is the planned one; an interrupted study run again with the same
+directory runs only what is missing. A directory holding complete trials of another plan
+is refused with a one-line reason unless ``force`` (then they are replaced).
+
+Stopping: SIGINT or SIGTERM to the study process stops its worker processes (each aborts
+its trial, leaving the file readable and marked incomplete) and raises
+:class:`StudyInterrupted`; completed trial files are untouched. Each worker also watches
+its parent (:data:`PARENT_POLL_S`) and stops the same way when the parent has died
+(SIGKILL), so no worker outlives its study.
+
+Workers: each worker process warms up once when it starts (the imports, loading the
+compiled kernels from numba's cache, a first PyBullet client: one tiny trial into a
+temporary directory, :func:`warm_up_trial`) and reports how long its start-up took
+(:attr:`StudyResult.worker_start_up_s`). Trials go to the workers one at a time (or in
+chunks of ``chunk_size``); the pool always holds more submitted trials than workers, so
+a worker never waits for the study process between trials.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import logging
 import multiprocessing
 import os
+import signal
 import sys
+import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from multiprocessing.process import BaseProcess
 from pathlib import Path
+from types import FrameType
 from typing import Any, TextIO
 
-from capture_trainer import __version__
-from capture_trainer.errors import TrialError
-from trials.protocol import Protocol, TrialSpec, plan_trials
-from trials.recorder import read_trial
+from capture_trainer import __version__, trial_log
+from capture_trainer.errors import CaptureTrainerError, TrialError
+from capture_trainer.paths import TRIAL_SUFFIX, resolve_inside, trial_file
+from trials.protocol import Protocol, TrialSpec, plan_trials, validate_protocol
+from trials.runner import TrialRequest, build_trial
 
 log = logging.getLogger(__name__)
 
 STUDY_FILE = "study.json"
 TRIALS_DIR = "trials"
+#: How often a worker checks that its parent (the study process) is still alive [s].
+PARENT_POLL_S = 0.1
+#: How long a stopped worker may take to abort its trial before it is killed [s].
+STOP_GRACE_S = 5.0
+#: Simulated length of the warm-up trial each worker runs once [s].
+WARM_UP_TRIAL_S = 0.05
+#: Protocol fields that do not change what is run (left out of the study's fingerprint).
+_NOT_PLAN = ("description", "source")
+#: The trial function of :func:`run_study`: (spec, study directory, metadata entries for
+#: the trial file) -> summary.
+TrialFunction = Callable[[TrialSpec, Path, dict[str, Any]], dict[str, Any]]
+
+
+class StudyInterrupted(KeyboardInterrupt):
+    """The study was stopped by a signal (SIGINT or SIGTERM); its workers are gone and
+    the trials completed so far are kept.
+
+    Attributes:
+        signum: the signal's number.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+        self.signum = signum
 
 
 @dataclass(frozen=True)
 class StudyResult:
-    """What a study run did."""
+    """What a study run did.
+
+    Attributes:
+        wall_s: from the call to the end, every start-up included [s].
+        worker_start_up_s: per worker (the study process itself with one worker), how
+            long it took from the start of the run (from the pool's creation, for worker
+            processes) until it was ready for its first trial: process start, imports
+            and the warm-up trial [s]; empty when nothing ran or no warm-up was asked for.
+    """
 
     out_dir: Path
     planned: int
@@ -41,6 +101,100 @@ class StudyResult:
     ran: int
     failed: tuple[str, ...]
     wall_s: float
+    replaced: int = 0
+    worker_start_up_s: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class PlanIdentity:
+    """What a plan (a whole study's or one trial's) is made of, and its fingerprint.
+
+    Attributes:
+        fields: the plan as plain JSON values (recorded beside the fingerprint, so that a
+            mismatch can say what changed).
+    """
+
+    fields: dict[str, Any]
+
+    @property
+    def fingerprint(self) -> str:
+        """SHA-256 (hex) of the canonical JSON of :attr:`fields` (sorted keys, no spaces)."""
+        canonical = json.dumps(self.fields, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+        return hashlib.sha256(canonical.encode("ascii")).hexdigest()
+
+    def metadata(self) -> dict[str, Any]:
+        """The entries a trial file or ``study.json`` carries: ``plan_fingerprint`` and ``plan``."""
+        return {"plan_fingerprint": self.fingerprint, "plan": self.fields}
+
+    def changed(self, recorded: object) -> list[str]:
+        """The fields that differ from a recorded plan (``["plan fingerprint"]`` when there
+        is none to compare, as in files written before plans were fingerprinted)."""
+        if not isinstance(recorded, dict):
+            return ["plan fingerprint (none recorded)"]
+        keys = list(self.fields) + [key for key in recorded if key not in self.fields]
+        return [key for key in keys if self.fields.get(key) != recorded.get(key)] or ["plan fingerprint"]
+
+
+def scenario_digest(reference: str) -> str:
+    """SHA-256 (hex) of a scenario's text: the file's bytes, or the built-in's.
+
+    A reference is a file when ``scenarios.loader.load_scenario`` would read it as one
+    (a ``.toml`` suffix, an existing path, or a ``/`` in it); otherwise a built-in name.
+
+    Raises:
+        TrialError: the file cannot be read.
+        ScenarioError: no built-in scenario of that name (with "did you mean").
+    """
+    from scenarios.loader import builtin_scenarios
+
+    path = Path(reference)
+    if path.suffix == ".toml" or path.exists() or "/" in reference:
+        try:
+            data = path.read_bytes()
+        except OSError as error:
+            raise TrialError(f"{reference}: cannot read the scenario file ({error.strerror or error})") from None
+    else:
+        data = builtin_scenarios().get(reference).read_bytes()
+    return hashlib.sha256(data).hexdigest()
+
+
+def study_identity(protocol: Protocol, digests: dict[str, str] | None = None) -> PlanIdentity:
+    """The whole study's plan: the protocol's fields that decide what is run (not its
+    description or where it was read from), its scenarios' content and the package version.
+
+    Args:
+        protocol: the loaded protocol.
+        digests: :func:`scenario_digest` per scenario reference (computed when None).
+    """
+    digests = digests if digests is not None else {ref: scenario_digest(ref) for ref in protocol.scenarios}
+    fields = {key: value for key, value in protocol.as_dict().items() if key not in _NOT_PLAN}
+    fields["scenario_content"] = [digests[ref] for ref in protocol.scenarios]
+    fields["package_version"] = __version__
+    return PlanIdentity(json.loads(json.dumps(fields)))
+
+
+def trial_identity(protocol: Protocol, spec: TrialSpec, digests: dict[str, str] | None = None) -> PlanIdentity:
+    """One planned trial's plan: protocol name and seed, the scenario's content, condition,
+    participant (id, kind, parameters), repetition, run seed and package version.
+
+    Args:
+        protocol: the loaded protocol.
+        spec: the planned trial.
+        digests: :func:`scenario_digest` per scenario reference (computed when None).
+    """
+    digest = digests[spec.scenario] if digests is not None else scenario_digest(spec.scenario)
+    fields = {
+        "protocol": protocol.name,
+        "seed": protocol.seed,
+        "scenario_content": digest,
+        "condition": spec.condition,
+        "participant": {"id": spec.participant_id, "kind": spec.participant_kind,
+                        "params": spec.participant_params},
+        "repetition": spec.repetition,
+        "run_seed": spec.seed,
+        "package_version": __version__,
+    }
+    return PlanIdentity(json.loads(json.dumps(fields)))
 
 
 def participants_for(protocol: Protocol) -> list[tuple[str, str, dict[str, Any]]]:
@@ -57,23 +211,38 @@ def participants_for(protocol: Protocol) -> list[tuple[str, str, dict[str, Any]]
 
 
 def trial_path(out_dir: Path, spec: TrialSpec) -> Path:
-    return out_dir / TRIALS_DIR / f"{spec.trial_id}.parquet"
+    """``out_dir/trials/<trial id>.parquet``, the id made a safe file name
+    (``capture_trainer.paths.trial_file``), checked to resolve inside ``out_dir``.
+
+    Raises:
+        TrialError: the file would resolve outside ``out_dir`` (e.g. through a link).
+    """
+    return resolve_inside(out_dir, trial_file(Path(out_dir) / TRIALS_DIR, spec.trial_id))
 
 
 def is_complete(path: Path) -> bool:
     """True when ``path`` is a readable trial file marked complete."""
+    return _complete_metadata(path) is not None
+
+
+def _complete_metadata(path: Path) -> dict[str, Any] | None:
+    """The metadata of a readable trial file marked complete, else None."""
     if not path.is_file():
-        return False
+        return None
     try:
-        _, metadata = read_trial(path)
+        metadata = trial_log.read_metadata(path)
     except Exception:  # noqa: BLE001 - any unreadable file is simply not done
-        return False
-    return bool(metadata.get("complete"))
+        return None
+    return metadata if metadata.get("complete") else None
 
 
-def write_study_file(out_dir: Path, protocol: Protocol, specs: list[TrialSpec]) -> None:
-    """The design, recorded once beside the trials (the analysis report shows it)."""
+def write_study_file(out_dir: Path, protocol: Protocol, specs: list[TrialSpec],
+                     identity: PlanIdentity | None = None) -> None:
+    """The design, recorded once beside the trials (the analysis report shows it), with
+    the plan's fingerprint (:func:`study_identity`, computed when ``identity`` is None)."""
+    out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    identity = identity if identity is not None else study_identity(protocol)
     participants: dict[str, Any] = {}
     for spec in specs:
         participants.setdefault(
@@ -82,13 +251,99 @@ def write_study_file(out_dir: Path, protocol: Protocol, specs: list[TrialSpec]) 
         )["order"].append(spec.trial_id)
     document = {
         "package_version": __version__,
+        **identity.metadata(),
         "protocol": protocol.as_dict(),
         "participants": participants,
         "trials": [asdict(spec) for spec in specs],
     }
-    tmp = out_dir / f".{STUDY_FILE}.tmp"
+    tmp = resolve_inside(out_dir, out_dir / f".{STUDY_FILE}.tmp")
     tmp.write_text(json.dumps(document, indent=2))
-    os.replace(tmp, out_dir / STUDY_FILE)
+    os.replace(tmp, resolve_inside(out_dir, out_dir / STUDY_FILE))
+
+
+@dataclass(frozen=True)
+class FolderPlan:
+    """A study directory checked against a plan: what to run and what to replace.
+
+    Attributes:
+        identity: the whole study's plan.
+        trial_metadata: per trial id, the plan entries its trial file carries.
+        todo: the planned trials to run (missing, incomplete or of another plan), in order.
+        replace: complete trial files of another plan (planned trials' files of another
+            plan, and trial files that are not in this plan).
+        reason: why the directory holds another plan (empty when it does not).
+    """
+
+    identity: PlanIdentity
+    trial_metadata: dict[str, dict[str, Any]]
+    todo: list[TrialSpec]
+    replace: list[Path]
+    reason: str
+
+
+def check_folder(protocol: Protocol, specs: list[TrialSpec], out_dir: str | os.PathLike[str]) -> FolderPlan:
+    """Compare a study directory with the plan of ``protocol`` (nothing is written).
+
+    First the study's fingerprint against ``study.json``'s, then each complete trial file's
+    against its planned trial's; trial files not in the plan count as another plan too.
+
+    Raises:
+        TrialError: two planned trials share a file name, a path would leave ``out_dir``,
+            or ``study.json`` is not readable.
+        ScenarioError: a scenario the protocol names does not exist.
+    """
+    out = Path(out_dir)
+    digests = {ref: scenario_digest(ref) for ref in protocol.scenarios}
+    identity = study_identity(protocol, digests)
+    paths = {spec.trial_id: trial_path(out, spec) for spec in specs}
+    _check_unique_files(paths)
+    recorded = _read_study_file(out)
+    trial_metadata: dict[str, dict[str, Any]] = {}
+    todo: list[TrialSpec] = []
+    replace: list[Path] = []
+    stale_changes: list[str] = []
+    for spec in specs:
+        planned = trial_identity(protocol, spec, digests)
+        trial_metadata[spec.trial_id] = planned.metadata()
+        metadata = _complete_metadata(paths[spec.trial_id])
+        if metadata is not None and metadata.get("plan_fingerprint") == planned.fingerprint:
+            continue
+        todo.append(spec)
+        if metadata is not None:
+            replace.append(paths[spec.trial_id])
+            stale_changes += [c for c in planned.changed(metadata.get("plan")) if c not in stale_changes]
+    names = {path.name for path in paths.values()}
+    foreign = [path for path in sorted((out / TRIALS_DIR).glob(f"*{TRIAL_SUFFIX}"))
+               if path.name not in names and is_complete(path)]
+    replace += foreign
+    reason = ""
+    if replace:
+        if recorded is not None and recorded.get("plan_fingerprint") != identity.fingerprint:
+            changes = identity.changed(recorded.get("plan"))
+        else:
+            changes = stale_changes or [f"{len(foreign)} trial files not in this plan, e.g. {foreign[0].name}"]
+        reason = f"{out} holds trials of a different plan (changed: {', '.join(changes)})"
+    return FolderPlan(identity, trial_metadata, todo, replace, reason)
+
+
+def _check_unique_files(paths: dict[str, Path]) -> None:
+    """Two planned trials must not share a file (case-insensitively, for such file systems)."""
+    seen: dict[str, str] = {}
+    for trial_id, path in paths.items():
+        other = seen.setdefault(path.name.casefold(), trial_id)
+        if other != trial_id:
+            raise TrialError(f"planned trials {other!r} and {trial_id!r} would share the file {path.name}")
+
+
+def _read_study_file(out: Path) -> dict[str, Any] | None:
+    path = out / STUDY_FILE
+    if not path.is_file():
+        return None
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise TrialError(f"{path}: not a readable study file ({error})") from None
+    return document if isinstance(document, dict) else {}
 
 
 def run_study(
@@ -96,7 +351,10 @@ def run_study(
     out_dir: str | os.PathLike[str],
     workers: int = 1,
     progress: TextIO | None = sys.stderr,
-    run_trial: Callable[[TrialSpec, Path], dict[str, Any]] | None = None,
+    run_trial: TrialFunction | None = None,
+    force: bool = False,
+    chunk_size: int = 1,
+    warm_up: Callable[[], None] | None = None,
 ) -> StudyResult:
     """Run (or resume) every trial of ``protocol`` into ``out_dir``.
 
@@ -105,52 +363,76 @@ def run_study(
         out_dir: the study directory (created).
         workers: parallel worker processes (1 runs in this process).
         progress: where one progress line per finished trial goes (None: silent).
-        run_trial: the trial function (default :func:`trials.runner.run_trial`); it
-            must be picklable when ``workers > 1``.
+        run_trial: the trial function (default :func:`run_trial_spec`); it must be
+            picklable when ``workers > 1`` and record the metadata entries it is given.
+        force: replace complete trials of another plan (they are deleted, then run again)
+            instead of refusing the directory.
+        chunk_size: trials handed to a worker at a time (1: each trial on its own, which
+            balances the end of the study best; see docs/benchmarks.md).
+        warm_up: run once per worker before its first trial (picklable when
+            ``workers > 1``); default with the default ``run_trial``: a tiny trial of the
+            first planned scenario (:func:`warm_up_trial`), otherwise none.
 
     Returns:
-        Counts of planned, skipped (already complete), run and failed trials.
+        Counts of planned, skipped (already complete), run, failed and replaced trials.
+
+    Raises:
+        TrialError: the directory holds trials of another plan (without ``force``), or
+            a path would leave it.
+        StudyInterrupted: SIGINT or SIGTERM; the workers have been stopped.
     """
     if workers < 1:
         raise TrialError(f"--workers must be at least 1, got {workers}")
+    if chunk_size < 1:
+        raise TrialError(f"the chunk size must be at least 1, got {chunk_size}")
     if run_trial is None:
-        from trials.runner import run_trial_spec as run_trial
+        run_trial = run_trial_spec
+        default_warm_up = True
+    else:
+        default_warm_up = False
+    validate_protocol(protocol)  # scenarios included, before anything is written
     out = Path(out_dir)
     specs = plan_trials(protocol, participants_for(protocol))
-    write_study_file(out, protocol, specs)
-    todo = [spec for spec in specs if not is_complete(trial_path(out, spec))]
+    folder = check_folder(protocol, specs, out)
+    if folder.reason and not force:
+        raise TrialError(f"{folder.reason}; use --force to replace them")
+    for path in folder.replace:
+        log.warning("replacing %s (a trial of another plan)", path)
+        path.unlink(missing_ok=True)
+    write_study_file(out, protocol, specs, folder.identity)
+    todo = folder.todo
     skipped = len(specs) - len(todo)
+    if progress and folder.replace:
+        print(f"replacing {len(folder.replace)} trials of another plan", file=progress)
     if skipped and progress:
         print(f"resuming: {skipped} of {len(specs)} trials already complete", file=progress)
+    if warm_up is None and default_warm_up and todo:
+        warm_up = _warm_up_for(todo)
     started = time.perf_counter()
     failed: list[str] = []
+    start_up: list[float] = []
     reporter = _Progress(len(todo), progress, started)
-    if workers == 1 or len(todo) <= 1:
-        for spec in todo:
-            try:
-                summary = run_trial(spec, out)
-            except Exception as error:  # noqa: BLE001 - one failed trial must not stop a study
-                log.error("trial %s failed: %s", spec.trial_id, error)
-                failed.append(spec.trial_id)
-                summary = {"error": str(error)}
-            reporter.done(spec, summary)
-    else:
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            pending: dict[Future[dict[str, Any]], TrialSpec] = {
-                pool.submit(run_trial, spec, out): spec for spec in todo
-            }
-            while pending:
-                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    spec = pending.pop(future)
-                    try:
-                        summary = future.result()
-                    except Exception as error:  # noqa: BLE001
-                        log.error("trial %s failed: %s", spec.trial_id, error)
-                        failed.append(spec.trial_id)
-                        summary = {"error": str(error)}
-                    reporter.done(spec, summary)
+
+    def finished(spec: TrialSpec, outcome: Callable[[], dict[str, Any]]) -> None:
+        try:
+            summary = outcome()
+        except Exception as error:  # noqa: BLE001 - one failed trial must not stop a study
+            log.error("trial %s failed: %s", spec.trial_id, error)
+            failed.append(spec.trial_id)
+            summary = {"error": str(error)}
+        reporter.done(spec, summary)
+
+    with _stop_on_signals():
+        if workers == 1 or len(todo) <= 1:
+            if todo and warm_up is not None:
+                _warm_up_safely(warm_up)
+                start_up.append(time.perf_counter() - started)
+            for spec in todo:
+                meta = folder.trial_metadata[spec.trial_id]
+                finished(spec, functools.partial(run_trial, spec, out, meta))
+        else:
+            start_up += _run_in_workers(todo, out, run_trial, folder.trial_metadata, workers, finished,
+                                        chunk_size, warm_up)
     return StudyResult(
         out_dir=out,
         planned=len(specs),
@@ -158,7 +440,271 @@ def run_study(
         ran=len(todo) - len(failed),
         failed=tuple(failed),
         wall_s=time.perf_counter() - started,
+        replaced=len(folder.replace),
+        worker_start_up_s=tuple(start_up),
     )
+
+
+def run_trial_spec(spec: TrialSpec, study_dir: Path, metadata: dict[str, Any] | None = None, *,
+                   arm: str | None = None, arm_keys: str | None = None) -> dict[str, Any]:
+    """Run one planned study trial (a worker process's entry point).
+
+    Args:
+        spec: the planned trial.
+        study_dir: the study directory (the file goes to its ``trials/``).
+        metadata: entries added to the trial file's metadata (the plan's fingerprint).
+        arm, arm_keys: drive an arm server over the link (``TrialRequest.arm``).
+    """
+    request = TrialRequest(
+        scenario=spec.scenario,
+        condition=spec.condition,
+        participant=spec.participant_kind,
+        seed=spec.seed,
+        trial_id=spec.trial_id,
+        participant_params=spec.participant_params or None,
+        repetition=spec.repetition,
+        arm=arm,
+        arm_keys=arm_keys,
+    )
+    trial = build_trial(request, Path(study_dir) / TRIALS_DIR)
+    try:
+        trial.recorder.update_metadata(
+            participant={"id": spec.participant_id, "kind": spec.participant_kind, "params": spec.participant_params},
+            study={"order_index": spec.order_index, "participant_index": spec.participant_index},
+            **(metadata or {}),
+        )
+    except CaptureTrainerError as error:
+        trial.abort(f"metadata refused: {error}")
+        raise
+    return trial.run()
+
+
+def warm_up_trial(scenario: str, condition: str) -> None:
+    """Pay a process's one-off costs before its first study trial: the imports, loading
+    the compiled kernels from numba's cache and a first PyBullet client, by running a
+    :data:`WARM_UP_TRIAL_S` trial (a simulated novice) into a temporary directory.
+
+    Args:
+        scenario: built-in scenario name or scenario file.
+        condition: the condition (one with a device, so that the device's and the
+            operator's kernels are loaded too, when the study has one).
+    """
+    import tempfile
+
+    request = TrialRequest(scenario=scenario, condition=condition, participant="novice", seed=0,
+                           trial_id="warm-up", time_limit_s=WARM_UP_TRIAL_S, end_on_capture=False)
+    with tempfile.TemporaryDirectory(prefix="capture-trainer-warm-up-") as tmp:
+        build_trial(request, tmp).run()
+
+
+def _warm_up_for(todo: list[TrialSpec]) -> Callable[[], None]:
+    """The default warm-up: a tiny trial of the first planned trial's scenario, with the
+    first planned condition that has a device (the automatic one needs fewer kernels)."""
+    from trials.conditions import CONDITIONS
+
+    spec = next((s for s in todo if not CONDITIONS.get(s.condition).automatic), todo[0])
+    return functools.partial(warm_up_trial, spec.scenario, spec.condition)
+
+
+def _warm_up_safely(warm_up: Callable[[], None]) -> None:
+    """Run a warm-up; it only saves time, so a failure is logged and the trials go on
+    (a real problem fails the trials themselves, each reported)."""
+    try:
+        warm_up()
+    except Exception as error:  # noqa: BLE001 - see the docstring
+        log.warning("the warm-up failed (%s); the trials go on without it", error)
+
+
+# -- stopping: signals in the study process, a watchdog in each worker ------------------
+
+
+@contextmanager
+def _stop_on_signals() -> Iterator[None]:
+    """SIGINT and SIGTERM raise :class:`StudyInterrupted` in the main thread (once: the
+    stop that follows is bounded and must not be cut short); outside the main thread,
+    nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    stopping = False
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        nonlocal stopping
+        if stopping:
+            return
+        stopping = True
+        raise StudyInterrupted(signum)
+
+    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _run_in_workers(todo: list[TrialSpec], out: Path, run_trial: TrialFunction,
+                    trial_metadata: dict[str, dict[str, Any]], workers: int,
+                    finished: Callable[[TrialSpec, Callable[[], dict[str, Any]]], None],
+                    chunk_size: int = 1, warm_up: Callable[[], None] | None = None) -> list[float]:
+    """Run ``todo`` in at most ``workers`` spawned processes, ``chunk_size`` trials per
+    task, all submitted at once (the pool keeps every worker busy); on any exception here
+    (a signal), stop the workers before it propagates.
+
+    Returns:
+        Each worker's start-up [s], from the pool's creation until it was warmed up.
+    """
+    chunks = [todo[i:i + chunk_size] for i in range(0, len(todo), chunk_size)]
+    context = multiprocessing.get_context("spawn")
+    others = set(multiprocessing.active_children())
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(chunks)), mp_context=context,
+                               initializer=_worker_init, initargs=(os.getpid(), time.time(), warm_up))
+    pending: dict[Future[_ChunkDone], list[TrialSpec]] = {}
+    start_up: dict[int, float] = {}
+    try:
+        for chunk in chunks:
+            items = [(spec, trial_metadata[spec.trial_id]) for spec in chunk]
+            pending[pool.submit(_worker_call, run_trial, items, out)] = chunk
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                chunk = pending.pop(future)
+                try:
+                    report = future.result()
+                except Exception as lost:  # noqa: BLE001 - the chunk's trials failed as one
+                    for spec in chunk:
+                        finished(spec, functools.partial(_outcome, None, lost))
+                    continue
+                start_up.setdefault(report.pid, report.start_up_s)
+                for spec, (summary, error) in zip(chunk, report.outcomes):
+                    finished(spec, functools.partial(_outcome, summary, error))
+    except BaseException:
+        for future in pending:
+            future.cancel()
+        _stop_workers([p for p in multiprocessing.active_children() if p not in others])
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    return list(start_up.values())
+
+
+def _outcome(summary: dict[str, Any] | None, error: BaseException | None) -> dict[str, Any]:
+    """A trial's outcome as the study process reports it: its summary, or its error raised."""
+    if error is not None:
+        raise error
+    return summary or {}
+
+
+@dataclass(frozen=True)
+class _ChunkDone:
+    """What a worker sends back for a chunk: its pid and start-up [s], and per trial
+    (summary, None) or (None, the exception)."""
+
+    pid: int
+    start_up_s: float
+    outcomes: list[tuple[dict[str, Any] | None, BaseException | None]]
+
+
+def _stop_workers(processes: list[BaseProcess], grace_s: float = STOP_GRACE_S) -> None:
+    """SIGTERM each worker (it aborts its trial, keeping the file, and exits), wait up to
+    ``grace_s``, then SIGKILL what is left."""
+    for process in processes:
+        process.terminate()
+    deadline = time.monotonic() + grace_s
+    for process in processes:
+        process.join(max(0.0, deadline - time.monotonic()))
+    for process in processes:
+        if process.is_alive():
+            log.warning("worker %s did not stop in %.0f s; killing it", process.pid, grace_s)
+            process.kill()
+            process.join(1.0)
+
+
+class WorkerStopped(BaseException):
+    """Raised in a worker's trial when the worker must stop (a signal, or its parent died)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"worker stopped by {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+#: A worker process's own state, read by its signal handler: both run in the worker's main
+#: thread (Python runs signal handlers there), so no lock is needed.
+_worker_state: dict[str, Any] = {"in_trial": False, "stopping": False, "start_up_s": 0.0}
+
+
+def _worker_init(parent_pid: int, pool_started: float | None = None,
+                 warm_up: Callable[[], None] | None = None) -> None:
+    """In each worker: SIGTERM and SIGINT stop it, and a watchdog thread stops it when
+    its parent has died (the worker is re-parented, so ``os.getppid()`` changes); then
+    the warm-up runs once (stoppable like a trial) and the start-up is recorded: wall
+    seconds since ``pool_started`` (``time.time()`` in the study process)."""
+    signal.signal(signal.SIGTERM, _worker_stop)
+    signal.signal(signal.SIGINT, _worker_stop)
+    threading.Thread(target=_watch_parent, args=(parent_pid,), name="parent-watchdog", daemon=True).start()
+    if warm_up is not None:
+        _worker_state["in_trial"] = True
+        try:
+            _warm_up_safely(warm_up)
+        except WorkerStopped as stop:
+            os._exit(128 + stop.signum)
+        finally:
+            _worker_state["in_trial"] = False
+    if pool_started is not None:
+        _worker_state["start_up_s"] = time.time() - pool_started
+
+
+def _watch_parent(parent_pid: int) -> None:
+    while os.getppid() == parent_pid:
+        time.sleep(PARENT_POLL_S)
+    log.warning("the study process %d is gone; worker %d stops", parent_pid, os.getpid())
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(STOP_GRACE_S)  # the main thread did not get to the signal: stop regardless
+    os._exit(128 + signal.SIGTERM)
+
+
+def _worker_stop(signum: int, frame: FrameType | None) -> None:
+    """A worker's signal handler: abort the running trial (its file is kept, incomplete)
+    by raising in it, or exit at once when idle; a backstop exits after the grace time."""
+    if _worker_state["stopping"]:
+        return
+    _worker_state["stopping"] = True
+    backstop = threading.Timer(STOP_GRACE_S, os._exit, args=(128 + signum,))
+    backstop.daemon = True
+    backstop.start()
+    if not _worker_state["in_trial"]:
+        os._exit(128 + signum)
+    raise WorkerStopped(signum)
+
+
+def _worker_call(run_trial: TrialFunction, items: list[tuple[TrialSpec, dict[str, Any]]],
+                 out: Path) -> _ChunkDone:
+    """Run a chunk of trials in a worker, each failure kept with its trial; a stopped
+    trial ends the worker (no next trial)."""
+    outcomes: list[tuple[dict[str, Any] | None, BaseException | None]] = []
+    for spec, metadata in items:
+        _worker_state["in_trial"] = True
+        try:
+            outcomes.append((run_trial(spec, out, metadata), None))
+        except WorkerStopped as stop:
+            os._exit(128 + stop.signum)
+        except Exception as error:  # noqa: BLE001 - reported by the study process
+            outcomes.append((None, _picklable(error)))
+        finally:
+            _worker_state["in_trial"] = False
+    return _ChunkDone(os.getpid(), float(_worker_state["start_up_s"]), outcomes)
+
+
+def _picklable(error: Exception) -> Exception:
+    """The error itself when it can travel back to the study process, else a
+    :class:`TrialError` with its text."""
+    import pickle
+
+    try:
+        pickle.loads(pickle.dumps(error))
+    except Exception:  # noqa: BLE001 - any failure to round-trip
+        return TrialError(f"{type(error).__name__}: {error}")
+    return error
 
 
 class _Progress:

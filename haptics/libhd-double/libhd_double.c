@@ -32,7 +32,9 @@
  *     an anchor) or a prescribed sinusoidal trajectory; it stops at the workspace box.
  *
  * Extra exported functions (prefix hdd_) script the hand, buttons, orientation and
- * errors, and read what reached the "motors" (force statistics) for tests.
+ * errors, and read what reached the "motors" for tests and benchmarks: force statistics,
+ * and a log of every commit with its time on the double's clock (hdd_now_s), from which
+ * a test measures when the force at the device became zero.
  * Environment: LIBHD_DOUBLE_NO_DEVICE=1 makes hdInitDevice fail as with no device;
  * LIBHD_DOUBLE_MINIMAL=1 answers only the state queries pyOpenHaptics itself makes.
  */
@@ -225,6 +227,12 @@ static double g_max_sent_norm = 0.0;
 static double g_max_commanded_norm = 0.0;
 static long g_callback_calls = 0;
 
+/* What reached the motors, tick by tick: when each force was committed and its value. */
+#define MOTOR_LOG 16384
+static double g_log_t[MOTOR_LOG];
+static double g_log_f[MOTOR_LOG][3];
+static long g_log_n = 0;
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -306,6 +314,9 @@ static void commit_force(const double *f) {
     if (sent > NOMINAL_MAX_FORCE_N * (1.0 + 1e-9)) g_over_limit_sent++;
     memcpy(g_last_force_n, g_motor_force_n, sizeof g_last_force_n);
     memcpy(g_motor_force_n, out, sizeof out);
+    long k = g_log_n++ % MOTOR_LOG;
+    g_log_t[k] = now_s();
+    memcpy(g_log_f[k], out, sizeof out);
     pthread_mutex_unlock(&g_lock);
     if (!finite) push_error(HD_INVALID_VALUE, 0);
     else if (!g_clamping && g_sw_force_limit && norm > NOMINAL_MAX_FORCE_N) push_error(HD_EXCEEDED_MAX_FORCE, 0);
@@ -817,6 +828,26 @@ void hdd_set_buttons(int mask) {
 }
 
 void hdd_inject_error(unsigned int code, int internal) { push_error(code, internal); }
+
+/* The double's clock: CLOCK_MONOTONIC [s], the clock of the motor log. */
+double hdd_now_s(void) { return now_s(); }
+
+/* The last commits to the motors, oldest first: up to max of them, committed at or after
+ * since_s [s]; t_out[i] when, f_out[3 i .. 3 i + 2] the force [N]. Returns the count. */
+long hdd_motor_log(double since_s, double *t_out, double *f_out, long max) {
+    pthread_mutex_lock(&g_lock);
+    long n = g_log_n < MOTOR_LOG ? g_log_n : MOTOR_LOG;
+    long first = g_log_n - n, count = 0;
+    for (long j = first; j < g_log_n && count < max; j++) {
+        long k = j % MOTOR_LOG;
+        if (g_log_t[k] < since_s) continue;
+        t_out[count] = g_log_t[k];
+        memcpy(&f_out[3 * count], g_log_f[k], 3 * sizeof(double));
+        count++;
+    }
+    pthread_mutex_unlock(&g_lock);
+    return count;
+}
 
 /* The force the motors are sending now (N). */
 void hdd_motor_force(double out[3]) {

@@ -177,6 +177,8 @@ def synth() -> SimpleNamespace:
         capture_oscillation=capture_oscillation,
         study_closing_speed=study_closing_speed,
         STUDY_PARTICIPANTS=STUDY_PARTICIPANTS,
+        write_scenario_study=write_scenario_study,
+        ScenarioStudy=ScenarioStudy,
     )
 
 
@@ -244,3 +246,95 @@ def study_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     }
     (root / "study.json").write_text(json.dumps(design))
     return root
+
+
+class ScenarioStudy:
+    """The known values of :func:`write_scenario_study` (closing speed = impact velocity).
+
+    Scenario ``alpha`` (logs without ``outcome``: provisional outcomes), participants
+    a0..a5, dg and ng once each, closing speed and start gap per participant below, plus
+    a0's second ng trial that never reaches (``time_limit``: timeout) and a1's second dg
+    trial that crashed 0.3 s after its reach (same speed and gap: aborted).
+
+    Scenario ``beta`` (logs with ``outcome``), participants b0..b3, dg and apf twice each
+    (closing speed ``BETA_SPEED``, start gap 0.1 m), outcomes ``BETA_OUTCOMES``; plus one
+    ``as`` trial of the controller (captured).
+    """
+
+    ALPHA_PARTICIPANTS = 6
+    DURATION_S = 2.6
+    GAP_M = 0.1
+
+    @staticmethod
+    def alpha_speed(condition: str, index: int) -> float:
+        return {"dg": 0.10 + 0.010 * index, "ng": 0.20 + 0.020 * index}[condition]
+
+    @staticmethod
+    def alpha_gap(condition: str, index: int) -> float:
+        # ng trials of a0 and a3 start further away, so that time to reach is not
+        # ordered like impact velocity (the tests then have distinct p-values)
+        if condition == "ng" and index in (0, 3):
+            return 0.30
+        return ScenarioStudy.GAP_M
+
+    BETA_PARTICIPANTS = 4
+
+    @staticmethod
+    def beta_speed(condition: str, index: int, repetition: int) -> float:
+        return {"dg": 0.12 + 0.010 * index + 0.005 * repetition, "apf": 0.18 + 0.020 * index}[condition]
+
+    #: (participant index, condition) -> outcomes of repetitions 0 and 1.
+    BETA_OUTCOMES = {
+        (0, "dg"): ("captured", "captured"),
+        (1, "dg"): ("captured", "captured"),
+        (2, "dg"): ("captured", "contact_lost"),
+        (3, "dg"): ("captured", "captured"),
+        (0, "apf"): ("contact_lost", "pushed_away"),
+        (1, "apf"): ("captured", "contact_lost"),
+        (2, "apf"): ("pushed_away", "pushed_away"),
+        (3, "apf"): ("captured", "contact_lost"),
+    }
+
+
+def write_scenario_study(root: Path) -> Path:
+    """Write the two-scenario study of :class:`ScenarioStudy` under ``root``."""
+    known = ScenarioStudy
+    duration = known.DURATION_S
+
+    def write(name: str, columns: Mapping[str, np.ndarray], **metadata: Any) -> None:
+        write_trial(root / metadata["scenario"] / f"{name}.parquet", columns, base_metadata(name, **metadata))
+
+    for index in range(known.ALPHA_PARTICIPANTS):
+        participant = {"id": f"a{index}", "kind": "novice", "params": {}}
+        for condition in ("dg", "ng"):
+            speed, gap = known.alpha_speed(condition, index), known.alpha_gap(condition, index)
+            columns = approach(speed, gap, duration_s=duration)
+            write(f"alpha-{condition}-a{index}-r0", columns, scenario="alpha", condition=condition,
+                  participant=participant, end_reason="capture_window_done")
+    time_s = np.arange(0.0, duration, DT_S)
+    n = time_s.size
+    miss = trial_columns(time_s, np.zeros((n, 3)), np.tile([0.3, 0.4, 0.0], (n, 1)), np.zeros((n, 3)), np.zeros((n, 3)))
+    write("alpha-ng-a0-r1", miss, scenario="alpha", condition="ng", repetition=1,
+          participant={"id": "a0", "kind": "novice"}, end_reason="time_limit")
+    closing = known.alpha_speed("dg", 1)
+    full = approach(closing, known.GAP_M, duration_s=duration)
+    cut = int(((known.GAP_M - RADIUS_M) / closing + 0.3) / DT_S)
+    write("alpha-dg-a1-r1", {name: values[:cut] for name, values in full.items()}, scenario="alpha", condition="dg",
+          repetition=1, participant={"id": "a1", "kind": "novice"}, complete=False, end_reason="fault")
+    for index in range(known.BETA_PARTICIPANTS):
+        participant = {"id": f"b{index}", "kind": "expert", "params": {}}
+        for condition in ("dg", "apf"):
+            for repetition in (0, 1):
+                columns = approach(known.beta_speed(condition, index, repetition), known.GAP_M, duration_s=duration)
+                write(f"beta-{condition}-b{index}-r{repetition}", columns, scenario="beta", condition=condition,
+                      participant=participant, repetition=repetition, end_reason="capture_window_done",
+                      outcome=known.BETA_OUTCOMES[(index, condition)][repetition])
+    write("beta-as-controller", approach(0.15, known.GAP_M, duration_s=duration), scenario="beta", condition="as",
+          participant={"id": "controller", "kind": "controller"}, end_reason="capture_window_done", outcome="captured")
+    return root
+
+
+@pytest.fixture(scope="session")
+def scenario_study_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The two-scenario study of :class:`ScenarioStudy` (29 trials)."""
+    return write_scenario_study(tmp_path_factory.mktemp("scenario_study"))

@@ -51,8 +51,8 @@ def report_html(study, study_dir) -> str:
 def test_every_figure_is_an_embedded_png_and_nothing_is_external(report_html):
     tags = parse(report_html)
     images = [attrs for tag, attrs in tags if tag == "img"]
-    # bar charts + 1 trajectory figure + 5 figures for each of 4 examples and 2 extra trials
-    assert len(images) == len(figures.STUDY_BAR_METRICS) + 1 + 5 * 6
+    # bar charts + 1 trajectory figure + 1 per scenario + 5 figures for each of 4 examples and 2 extra trials
+    assert len(images) == len(figures.STUDY_BAR_METRICS) + 1 + 1 + 5 * 6
     for attrs in images:
         src = attrs["src"] or ""
         assert src.startswith("data:image/png;base64,")

@@ -1,4 +1,4 @@
-"""The bench commands' JSON: the shapes other tools read (issue 8), on very short runs.
+"""The bench commands' JSON: the shapes other tools read, on very short runs.
 
 Only shapes and internal consistency are asserted here; the figures themselves are
 measurements, read against their targets outside the test suite.
@@ -23,7 +23,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 def _bench(*args: str) -> dict:
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
     result = subprocess.run(
-        [sys.executable, "-m", "trials.cli", "bench", *args, "--json"],
+        [sys.executable, "-m", "app.cli", "bench", *args, "--json"],
         env=env, capture_output=True, text=True, timeout=240, check=False,
     )
     assert result.returncode == 0, result.stderr
@@ -59,6 +59,28 @@ def test_throughput_json_with_a_study() -> None:
     assert out["cold"]["start_up_seconds"] > 0.0
     study = out["study"]
     assert study["trials"] == 3 and study["workers_1"]["trials"] == 3 and study["workers_1"]["failed"] == 0
+
+
+def test_study_json() -> None:
+    out = _bench("study", "--trials", "3", "--workers", "1", "2", "--repeat", "2")
+    assert out["trials"] == 3 and out["repeat"] == 2 and out["chunk_size"] == 1
+    assert set(out["parallel_capacity"]) == {"before", "after"}
+    assert all(value > 0.0 for value in out["parallel_capacity"].values())
+    for count in (1, 2):
+        workers = out[f"workers_{count}"]
+        assert workers["trials"] == 3 and workers["failed"] == 0
+        assert workers["wall_seconds"] > 0.0
+        assert 0.0 < workers["trials_per_second"] <= workers["after_start_up_trials_per_second"]
+        assert 1 <= len(workers["start_up_seconds"]) <= count
+        assert all(seconds > 0.0 for seconds in workers["start_up_seconds"])
+        assert workers["cores_used"] > 0.0 and workers["cpu_seconds_per_trial"] > 0.0
+        assert len(workers["runs"]) == 2
+        for run in workers["runs"]:
+            assert run["trials_per_second"] == pytest.approx(run["trials"] / run["wall_seconds"])
+    speed_up = out["speed_up"]["workers_2"]
+    assert speed_up["trials_per_second"] == pytest.approx(
+        out["workers_2"]["trials_per_second"] / out["workers_1"]["trials_per_second"])
+    assert speed_up["after_start_up_trials_per_second"] > 0.0
 
 
 def test_device_loop_json() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 
@@ -13,7 +14,7 @@ from scipy.integrate import solve_ivp
 
 from capture_trainer.errors import CaptureTrainerError
 from guidance.laws import (
-    LAW_NAMES,
+    LAWS,
     CapturePath,
     DynamicGuidance,
     GuidanceLaw,
@@ -120,8 +121,9 @@ def test_workspace_walls_render_the_device_frame_wall_force() -> None:
     beyond = state_with(device_position_m=(0.1, -0.045, 0.0), device_velocity_m_s=(0.2, 0.1, 0.0))
     # x: 0.01 m past the wall at 0.09, moving out at 0.2 m/s; y: 0.005 m past -0.04, moving in.
     expected_dev = np.array([-(400 * 0.01 + 2.0 * 0.2), 400 * 0.005, 0.0])
-    renderer = ForceRenderer(r_dev_task, 0.5, max_force_n=1e9, ramp_time_s=0.0, max_rate_n_s=None)
-    np.testing.assert_allclose(renderer.render(walls.force(beyond), 1e-3).actuated_dev_n, expected_dev, atol=1e-12)
+    rendered = np.zeros(3)
+    ForceRenderer(r_dev_task, 0.5).render(walls.force(beyond), rendered)
+    np.testing.assert_allclose(rendered, expected_dev, atol=1e-12)
 
 
 def test_reach_limit_pushes_inward_beyond_reach_minus_margin() -> None:
@@ -167,16 +169,39 @@ def test_sum_adds_forces_and_reports_member_replans() -> None:
 
 
 def test_registry_builds_every_law_and_explains_mistakes() -> None:
-    assert set(LAW_NAMES) == {"dg", "apf", "ng"}
+    assert LAWS.names() == ("dg", "apf", "ng")
     assert isinstance(make_law("dg", m_kg=3.0), DynamicGuidance)
     assert isinstance(make_law("apf", k_n_m=10.0), PotentialField)
     assert isinstance(make_law("ng"), NoGuidance)
-    with pytest.raises(CaptureTrainerError, match="did you mean 'apf'"):
+    with pytest.raises(CaptureTrainerError, match=r"unknown guidance law 'apff'; did you mean 'apf'\? known: dg, apf, ng"):
         make_law("apff")
-    with pytest.raises(CaptureTrainerError, match="m_kg"):
+    with pytest.raises(CaptureTrainerError, match=r"m_kg: expected a number > 0 \[kg\], got -1.0"):
         make_law("dg", m_kg=-1.0)
     with pytest.raises(CaptureTrainerError, match="unexpected keyword"):
         make_law("apf", m_kg=1.0)
+
+
+@pytest.mark.parametrize("name", LAWS.names())
+def test_every_law_declares_its_numeric_keyword_arguments(name: str) -> None:
+    """``PARAMS`` are the law's own keyword arguments (with their defaults in range), so a
+    scenario file that sets them builds the law, and every float keyword is declared."""
+    law = LAWS.get(name)
+    signature = inspect.signature(law)
+    numeric = {
+        key for key, parameter in signature.parameters.items()
+        if parameter.default is None or isinstance(parameter.default, float)
+    }
+    declared = {param.name for param in law.PARAMS}
+    assert declared == numeric, (declared, numeric)
+    for param in law.PARAMS:
+        assert param.unit
+        default = signature.parameters[param.name].default
+        assert param.accepts(default), (param, default)
+        assert make_law(name, **{param.name: default}).params()[param.name] == default
+        if param.minimum is not None:
+            below = param.minimum if param.strict else param.minimum - 1.0
+            with pytest.raises(CaptureTrainerError, match=param.name):
+                make_law(name, **{param.name: below})
 
 
 def all_laws() -> list[GuidanceLaw]:

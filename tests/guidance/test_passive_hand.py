@@ -1,4 +1,4 @@
-"""Checked-by tests of the issue: a passive hand in paper-2019 under DG and APF, and re-planning.
+"""A passive hand in paper-2019 under DG and APF, and re-planning.
 
 The device follows eq. 8 with ``f_e`` the hand's force: ``m_dev ẍ + c_dev ẋ = f_act + f_e``
 (device frame), with ``m_dev = m k s`` and ``c_dev = c k s`` for a task-frame law mass
@@ -20,10 +20,18 @@ from guidance.law import GuidanceLaw
 from guidance.potential import PotentialField
 from guidance.rendering import ForceRenderer
 from guidance.state import GuidanceState
-from scenarios.loader import builtin_names, load_scenario
+from haptics.device import DeviceSpec
+from haptics.safety import SafetyConfig, SafetyLayer
+from scenarios.loader import builtin_names
+from trials.vocabulary import load_scenario
 from scenarios.schema import Scenario
 
 HandForce = Callable[[float, GuidanceState], np.ndarray]
+
+#: A device whose own limits never bind (10 N peak and continuous, 1e6 N/s).
+STRONG_DEVICE = DeviceSpec(name="strong", model="test", vendor="test", workspace_min_m=(-1.0, -1.0, -1.0),
+                           workspace_max_m=(1.0, 1.0, 1.0), max_force_n=10.0, continuous_force_n=10.0,
+                           max_force_rate_n_s=1e6)
 
 
 @dataclass
@@ -51,9 +59,14 @@ def run_passive(
     s = mapping.force_scale
     r_task_dev = np.array(mapping.rotation_task_from_device)
     rendering = scenario.rendering
-    renderer = ForceRenderer(
-        r_task_dev.T, s, rendering.max_force_n, rendering.saturation, rendering.ramp_time_s, rendering.max_rate_n_s
-    )
+    # The one force path: the renderer frames, the safety layer alone limits (the
+    # scenario's saturation, ramp and rate), here for a device stronger than the paper's
+    # 3 N so that only the scenario's limits act.
+    renderer = ForceRenderer(r_task_dev.T, s)
+    safety = SafetyLayer(STRONG_DEVICE, SafetyConfig.for_rendering(
+        max_force_n=rendering.max_force_n, saturation=rendering.saturation, ramp_time_s=rendering.ramp_time_s,
+        max_rate_n_s=rendering.max_rate_n_s, engaged_at_start=True))
+    calculated = np.zeros(3)
     m_dev, c_dev = m_kg * k * s, c_n_s_m * k * s
     ee0 = np.array([0.4, 0.1, 0.0])
     motion = scenario.target_motion(ee0)
@@ -72,9 +85,11 @@ def run_passive(
         motion.state(t, state.target_position_m, state.target_velocity_m_s, state.target_acceleration_m_s2)
         hand_task = np.zeros(3) if hand is None else hand(t, state)
         state.hand_force_n[:] = hand_task
-        rendered = renderer.render(law.force(state), dt_s)
+        renderer.render(law.force(state), calculated)
+        safety.heartbeat(t)
+        actuated = safety.filter(t, calculated)
         hand_dev = s * r_task_dev.T @ hand_task
-        v_dev += dt_s * (rendered.actuated_dev_n + hand_dev - c_dev * v_dev) / m_dev
+        v_dev += dt_s * (actuated + hand_dev - c_dev * v_dev) / m_dev
         x_dev += dt_s * v_dev
         pe = np.linalg.norm(state.ee_position_m - state.target_position_m)
         out["t"][i] = t
@@ -82,8 +97,8 @@ def run_passive(
         out["d"][i] = pe - scenario.target.radius_m
         out["ve"][i] = np.linalg.norm(state.ee_velocity_m_s - state.target_velocity_m_s)
         out["rp"][i] = law.replanned
-        calc[i] = rendered.calculated_dev_n
-        act[i] = rendered.actuated_dev_n
+        calc[i] = calculated
+        act[i] = actuated
     return Run(out["t"], out["d"], out["pe"], out["ve"], calc, act, out["rp"].astype(bool))
 
 

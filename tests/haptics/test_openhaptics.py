@@ -200,12 +200,38 @@ def test_error_table_matches_the_real_hd_defines() -> None:
     assert "unknown" in _hd_api.error_text(0x0999)
 
 
-def test_registry_is_the_catalog_and_typos_get_a_suggestion() -> None:
-    from capture_trainer.catalog import DEVICE_BACKENDS
-
-    assert tuple(BACKENDS) == DEVICE_BACKENDS
+def test_registry_names_the_backends_and_typos_get_a_suggestion() -> None:
+    assert BACKENDS.names() == ("simulated", "openhaptics", "mouse")
     with pytest.raises(DeviceError, match="did you mean 'openhaptics'"):
         open_device("openhaptic")
     with pytest.raises(DeviceError, match="did you mean"):
         probe("simulted")
     assert probe("simulated")[0] is True
+
+
+@pytest.mark.parametrize("kind", ["sleeping_tick", "gil_hog", "stuck_tick"])
+def test_a_stalled_servo_loop_zeroes_the_force_within_10_ms_and_latches_a_fault(run_scenario, kind: str) -> None:
+    # 2 N on the motors, then the tick sleeps, another thread holds the GIL (a C call that
+    # keeps it) or the tick never returns, for 100 ms. Timed on the double's clock.
+    out = run_scenario("stall", SCENARIO_STALL=kind)
+    assert out["stalled"], "the loop never got to the stall"
+    assert out["force_at_stall_n"] == pytest.approx(2.0)  # the force was really on
+    assert out["zero_after_ms"] is not None and out["zero_after_ms"] <= 10.0
+    # held at zero for the rest of the stall: latched, not a dip
+    assert out["max_force_after_zero_n"] == 0.0
+    # the fault is latched and reported: run() raised, the device stays faulted
+    assert out["raised"] == "DeviceError" and "watchdog" in out["message"]
+    assert "watchdog" in out["fault"]
+    assert out["watchdog"]["no_fresh_force_ms"] > out["config"]["max_tick_gap_s"] * 1e3
+    assert out["second_run"] == "DeviceError"
+    # cleared, the next run sends forces again (the watchdog re-armed), and ends at zero
+    assert out["after_clear_max_n"] == pytest.approx(1.0)
+    assert out["motor_after"] == [0.0, 0.0, 0.0]
+
+
+def test_a_slow_first_tick_is_a_warm_up_not_a_stall(run_scenario) -> None:
+    # No force is held before the run's first one: the watchdog watches from there on.
+    out = run_scenario("slow_first_tick")
+    assert out["raised"] is None and out["fault"] is None
+    assert out["first_period_ms"] >= 30.0  # the warm-up did take longer than the 4 ms limit
+    assert out["ticks"] == 250 and out["max_sent_n"] == pytest.approx(1.0)

@@ -1,5 +1,6 @@
-"""One contract, every ArmBackend: the PyBullet plant and a tiny fake (what a real-arm
-bridge must also pass)."""
+"""One contract, every ArmBackend: each backend registered in ``robot.backends.ARM_BACKENDS``
+(for every model) and a tiny fake. A backend added to the registry is tested here
+without any change to this file; what a real-arm bridge must also pass."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import numpy as np
 import pytest
 
 from capture_trainer.errors import ArmError
-from robot.arm import ArmBackend, ArmState, JointCommand
+from robot.arm import ArmBackend, ArmMeasurement, ArmState, JointCommand
+from robot.backends import ARM_BACKENDS
 from robot.models import MODELS
 from robot.pybullet_arm import PyBulletArm
 
@@ -40,20 +42,51 @@ class FakeArm:
         self._state.qd_rad_s[:] = self._rate
         self._state.t_s += self._dt
 
+    def measure(self) -> ArmMeasurement:
+        out = ArmMeasurement(self._n, t_s=self._state.t_s)
+        out.q_rad[:] = self._state.q_rad
+        out.qd_rad_s[:] = self._state.qd_rad_s
+        return out
+
+    def link_positions_m(self) -> np.ndarray:
+        return np.zeros((self._n + 2, 3))
+
     def close(self) -> None:
         self.closed = True
 
 
-@pytest.fixture(params=["pybullet-planar-3r", "pybullet-spatial-7dof", "fake"])
+BACKEND_CASES = [f"{name}:{model}" for name in ARM_BACKENDS.names() for model in MODELS] + ["fake"]
+
+
+@pytest.fixture(params=BACKEND_CASES)
 def backend(request) -> Iterator[tuple[ArmBackend, Callable[[], None]]]:
     if request.param == "fake":
-        arm = FakeArm(3)
-        yield arm, arm.advance
-        arm.close()
+        arm: ArmBackend = FakeArm(3)
     else:
-        arm = PyBulletArm(MODELS[request.param.removeprefix("pybullet-")])
-        yield arm, arm.step
-        arm.close()
+        name, model = request.param.split(":")
+        arm = ARM_BACKENDS.get(name)(MODELS[model])
+    yield arm, arm.advance
+    arm.close()
+
+
+def test_every_registered_backend_is_covered():
+    assert ARM_BACKENDS.names(), "no arm backend registered"
+    covered = {case.split(":")[0] for case in BACKEND_CASES}
+    assert set(ARM_BACKENDS.names()) <= covered
+
+
+def test_measurement_is_shaped_and_finite(backend):
+    arm, advance = backend
+    advance()
+    m = arm.measure()
+    n = arm.n_joints
+    assert isinstance(m, ArmMeasurement)
+    for vec in (m.ee_position_m, m.ee_velocity_m_s, m.base_torque_n_m, m.base_attitude_rad,
+                m.base_angular_velocity_rad_s):
+        assert vec.shape == (3,) and np.all(np.isfinite(vec))
+    assert m.q_rad.shape == (n,) and m.qd_rad_s.shape == (n,)
+    assert np.allclose(m.q_rad, arm.state().q_rad)
+    assert arm.link_positions_m().shape == (n + 2, 3)
 
 
 def test_is_an_arm_backend(backend):
@@ -112,7 +145,7 @@ def test_pybullet_drawing_points_and_readouts_agree(model):
     with PyBulletArm(model) as arm:
         arm.send(JointCommand(0.0, np.zeros(model.n_joints), np.full(model.n_joints, 0.2), np.zeros(model.n_joints)))
         for _ in range(20):
-            arm.step()
+            arm.advance()
         points = arm.link_positions_m()
         measurement = arm.measure()
         assert points.shape == (model.n_joints + 2, 3)
@@ -129,7 +162,7 @@ def test_pybullet_drawing_points_and_readouts_agree(model):
 def test_building_the_plant_prints_nothing_on_stdout(capfd) -> None:
     # PyBullet announces a solver switch from C; a command's stdout (JSON) must stay clean
     arm = PyBulletArm(MODELS["planar-3r"])
-    arm.step()
+    arm.advance()
     arm.close()
     out, _ = capfd.readouterr()
     assert out == ""

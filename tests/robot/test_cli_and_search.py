@@ -7,9 +7,9 @@ import json
 
 import numpy as np
 
-from robot import cli
+from app.commands import robot as cli
 from robot.models import MODELS
-from robot.pose_search import score_pose
+from trials.pose_search import score_pose
 
 
 def _run(argv, capsys):

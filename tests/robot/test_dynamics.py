@@ -64,7 +64,7 @@ def test_bias_terms_match_plant_accelerations(model, seed, probe):
         terms = dynamics_terms(model, q, qd, pos, quat)
         v_before = probe.ee_velocity(arm)
         arm.send(JointCommand(0.0, q.copy(), qd + qdd * dt, qdd))
-        arm.step()
+        arm.advance()
         measurement = arm.measure()
         measured_torque = measurement.base_torque_n_m.copy()
         # the joint accelerations the plant realised (its motor solver is not exact)

@@ -4,23 +4,25 @@ import numpy as np
 import pybullet as pb
 import pytest
 
-from capture_trainer.catalog import MODEL_NAMES
+from capture_trainer.errors import UnknownNameError
 from robot.models import MODELS, get_model
 from robot.pybullet_arm import PyBulletArm
 
 
-def test_registry_matches_catalog():
-    assert tuple(MODELS) == MODEL_NAMES
-    for name in MODEL_NAMES:
+def test_the_registry_holds_every_model_under_its_own_name():
+    assert MODELS.names() == ("planar-3r", "spatial-7dof")
+    for name in MODELS.names():
         assert get_model(name).name == name
 
 
 def test_unknown_model_lists_names_and_suggests():
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(UnknownNameError) as info:
         get_model("planar-3")
     message = str(info.value)
-    assert "did you mean 'planar-3r'" in message
-    for name in MODEL_NAMES:
+    assert isinstance(info.value, ValueError)
+    assert "unknown manipulator model 'planar-3'; did you mean 'planar-3r'?" in message
+    assert "\n" not in message
+    for name in MODELS.names():
         assert name in message
 
 

@@ -25,7 +25,7 @@ def _drift(model, dt_s, probe, duration_s=10.0):
             t = k * dt_s
             command.qd_rad_s[:] = amplitude * np.sin(2 * np.pi * freqs * t) * np.cos(0.5 * np.pi * freqs * t)
             arm.send(command)
-            arm.step()
+            arm.advance()
         linear, angular = probe.momentum(arm)
     # scale: momentum of the links moving at the peak commanded rate on a 1 m lever
     scale = sum(link.mass_kg for link in model.links) * float(np.max(amplitude)) * 1.0

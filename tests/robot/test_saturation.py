@@ -1,6 +1,6 @@
 """Joint saturation keeps the base quiet (the task gives way), and the ∂q/∂x map.
 
-Regression of the headless study (issue 2 follow-up): an operator driving the planar
+Regression of a headless study: an operator driving the planar
 arm's command far out and fast saturated joints; fixing a saturated joint and re-solving
 the task with the others put 20-38 N m on the base. Now the reaction stays a hard
 constraint and the task is scaled; the plant's measured torque stays at the servo-error
@@ -34,7 +34,7 @@ def _drive(model_name, command, settings=None):
         for k in range(2500):
             x, v = command(k * 1e-3, start)
             status = slave.step(k * 1e-3, x, v, zero)
-            arm.step()
+            arm.advance()
             m = arm.measure()
             assert np.all(np.isfinite(m.q_rad)) and not status.fault
             peak = max(peak, float(np.linalg.norm(m.base_torque_n_m)))

@@ -13,11 +13,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from capture_trainer.catalog import MODEL_NAMES
 from capture_trainer.errors import ScenarioError
-from scenarios.loader import builtin_names, load_scenario, loads_scenario
-from scenarios.schema import GUIDANCE_PARAMS
+from capture_trainer.params import Param
+from capture_trainer.registry import Registry
+from guidance.registry import LAWS, make_law
+from robot.models import MODELS
+from scenarios import loader
+from scenarios.loader import builtin_names
+from scenarios.schema import Vocabulary
+from scenarios.toml_in import ProblemsError
 from scenarios.toml_out import to_toml
+from trials.vocabulary import load_scenario, loads_scenario, random_scenario
 
 MINIMAL = """seed = 1
 [robot]
@@ -37,7 +43,7 @@ def test_there_are_the_paper_and_at_least_five_more_builtins() -> None:
 @pytest.mark.parametrize("name", builtin_names())
 def test_every_builtin_loads_and_round_trips(name: str) -> None:
     scenario = load_scenario(name)
-    assert scenario.name == name and scenario.robot.model in MODEL_NAMES
+    assert scenario.name == name and scenario.robot.model in MODELS
     assert scenario.description
     assert loads_scenario(to_toml(scenario), default_name="other") == scenario
     assert json.loads(json.dumps(scenario.as_dict()))["target"]["radius_m"] == scenario.target.radius_m
@@ -75,11 +81,35 @@ def test_defaults_and_target_motion_resolution() -> None:
     np.testing.assert_allclose(vel, [-0.1, 0.0, 0.0])
 
 
-def test_guidance_params_are_accepted_by_the_laws() -> None:
-    from guidance.registry import make_law
+@pytest.mark.parametrize("law", LAWS.names())
+def test_a_file_may_set_every_declared_parameter_of_every_law(law: str) -> None:
+    params = LAWS.get(law).PARAMS
+    lines = [f"[guidance.{law}]", *(f"{param.name} = 0.5" for param in params)]
+    scenario = loads_scenario(with_lines(*lines))
+    assert scenario.guidance.params(law) == {param.name: 0.5 for param in params}
+    assert make_law(law, **scenario.guidance.params(law)).params()["law"] == law
+    assert loads_scenario(to_toml(scenario), default_name="unnamed") == scenario
 
-    for law, keys in GUIDANCE_PARAMS.items():
-        make_law(law, **{key: 0.5 for key in keys})
+
+class _Spring:
+    """A law registered nowhere but in the test's own vocabulary."""
+
+    PARAMS = (Param("k_n_m", "N/m", minimum=0.0, strict=True, maximum=100.0),)
+
+
+def test_guidance_parameters_come_from_the_vocabulary_handed_in(tmp_path: Path) -> None:
+    laws: Registry[_Spring] = Registry("guidance law")
+    laws.register("spring", _Spring)
+    vocabulary = Vocabulary(models=MODELS, laws=laws)
+    path = tmp_path / "spring.toml"
+    path.write_text(with_lines("[guidance.spring]", "k_n_m = 50"), encoding="utf-8")
+    assert loader.load_scenario(path, vocabulary=vocabulary).guidance.params("spring") == {"k_n_m": 50.0}
+    path.write_text(with_lines("[guidance.spring]", "k_n_m = 500"), encoding="utf-8")
+    with pytest.raises(ScenarioError, match=r"spring\.toml: guidance\.spring\.k_n_m: expected a number > 0 and <= 100 \[N/m\], got 500"):
+        loader.load_scenario(path, vocabulary=vocabulary)
+    path.write_text(with_lines("[guidance.dg]", "k_p = 7.7"), encoding="utf-8")
+    with pytest.raises(ScenarioError, match=r"guidance\.dg: unknown key"):
+        loader.load_scenario(path, vocabulary=vocabulary)
 
 
 def with_lines(*extra: str, drop: str | None = None) -> str:
@@ -91,7 +121,7 @@ BROKEN = {
     "not-toml": ("seed = = 1\n", ["not valid TOML"]),
     "missing-seed": (with_lines(drop="seed"), ["seed", "missing", "integer"]),
     "seed-type": (MINIMAL.replace("seed = 1", 'seed = "one"'), ["seed", "expected an integer", "'one'"]),
-    "missing-robot": ("seed = 1\n", ["robot", "missing", "table"]),
+    "missing-robot": (MINIMAL.replace('[robot]\nmodel = "planar-3r"\n', ""), ["robot", "missing", "table"]),
     "unknown-model": (MINIMAL.replace("planar-3r", "scara"), ["robot.model", "'planar-3r'", "'scara'"]),
     "negative-radius": (MINIMAL.replace("0.0044", "-0.01"), ["target.radius_m", "> 0", "-0.01"]),
     "radius-type": (MINIMAL.replace("0.0044", '"small"'), ["target.radius_m", "a number"]),
@@ -114,8 +144,13 @@ BROKEN = {
                      ["mapping.rotation_task_from_device", "proper rotation"]),
     "bad-gain": (with_lines("[guidance.dg]", "k_p = -7.7"), ["guidance.dg.k_p", "> 0", "-7.7"]),
     "unknown-gain": (with_lines("[guidance.apf]", "k_p = 7.7"), ["guidance.apf.k_p", "unknown key"]),
+    "unknown-gain-typo": (with_lines("[guidance.dg]", "k_q = 7.7"), ["guidance.dg.k_q", "unknown key", "did you mean 'k_p'"]),
+    "unknown-law": (with_lines("[guidance.dgg]", "k_p = 7.7"), ["guidance.dgg", "unknown key", "did you mean 'dg'"]),
+    "gain-out-of-range": (with_lines("[guidance.apf]", "saturation_distance_m = 0.0"),
+                          ["guidance.apf.saturation_distance_m", "> 0", "[m]", "0.0"]),
+    "gain-not-a-number": (with_lines("[guidance.dg]", 'm_kg = "heavy"'), ["guidance.dg.m_kg", "a number", "'heavy'"]),
     "bool-as-number": (with_lines("[capture]", "time_limit_s = true"), ["capture.time_limit_s", "a number"]),
-    "table-as-value": ("robot = 3\n" + "seed = 1\n", ["robot", "table"]),
+    "table-as-value": ("robot = 3\n" + MINIMAL.replace('[robot]\nmodel = "planar-3r"\n', ""), ["robot", "table"]),
     "bad-saturation": (with_lines("[rendering]", 'saturation = "axes"'), ["rendering.saturation", "did you mean 'axis'"]),
 }
 
@@ -149,7 +184,7 @@ def test_missing_file_and_unknown_name() -> None:
 
 
 def _run_cli(argv: list[str]) -> int:
-    from scenarios.cli import add_commands
+    from app.commands.scenarios import add_commands
 
     parser = argparse.ArgumentParser()
     add_commands(parser.add_subparsers(dest="command", required=True))
@@ -179,3 +214,66 @@ def test_cli_validate_exits_non_zero_with_the_message(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
     missing = subprocess.run([script, "scenarios", "validate", str(tmp_path / "missing.toml")], capture_output=True, text=True, timeout=60)
     assert missing.returncode != 0 and "cannot read" in missing.stderr
+
+
+def test_every_problem_of_a_file_is_reported_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "three.toml"
+    path.write_text(with_lines("[capture]", "time_limit_s = 3600", drop="seed").replace("0.0044", "-0.01"),
+                    encoding="utf-8")
+    with pytest.raises(ProblemsError) as info:
+        load_scenario(path)
+    error = info.value
+    assert error.problems == (
+        f"{path}: seed: missing (expected an integer >= 0 and <= 4294967295)",
+        f"{path}: target.radius_m: expected a number > 0 and <= 1, got -0.01",
+        f"{path}: capture.time_limit_s: expected a number > 0 and <= 600, got 3600",
+    )
+    assert str(error).splitlines() == [f"3 problems in {path}:", *error.problems]
+
+
+def test_a_value_that_is_wrong_is_reported_once_not_again_by_the_checks_that_need_it() -> None:
+    with pytest.raises(ProblemsError) as info:
+        loads_scenario(with_lines('motion = "spiral"', "turn_rate_rad_s = 0.2").replace('"planar-3r"', '"scara"'))
+    assert [line.split(": ")[1] for line in info.value.problems] == ["robot.model", "target.motion"]
+
+
+@pytest.mark.parametrize(
+    ("lines", "field", "fragment"),
+    [
+        (("[capture]", "time_limit_s = 600.5"), "capture.time_limit_s", "<= 600"),
+        (("description = '" + "é" * 2049 + "'",), "description", "a string of 4098 bytes"),
+        (('name = "two\\nlines"',), "name", "without line breaks"),
+        (("[rendering]", "max_rate_n_s = nan"), "rendering.max_rate_n_s", "got nan"),
+        (("[mapping]", "rotation_task_from_device = [[1, 0, 0], [0, 1, 0], [0, 0, inf]]"),
+         "mapping.rotation_task_from_device", "finite numbers"),
+    ],
+)
+def test_bounds_and_non_finite_numbers(lines: tuple[str, ...], field: str, fragment: str) -> None:
+    text = with_lines(*lines)
+    if lines[0].startswith(("description", "name")):
+        text = lines[0] + "\n" + MINIMAL
+    with pytest.raises(ScenarioError) as info:
+        loads_scenario(text, source="s.toml")
+    message = str(info.value)
+    assert message.startswith(f"s.toml: {field}: expected") and fragment in message, message
+
+
+def test_seeds_are_32_bits() -> None:
+    assert loads_scenario(MINIMAL.replace("seed = 1", "seed = 4294967295")).seed == 2**32 - 1
+    with pytest.raises(ScenarioError, match=r"seed: expected an integer >= 0 and <= 4294967295, got 4294967296"):
+        loads_scenario(MINIMAL.replace("seed = 1", "seed = 4294967296"))
+    with pytest.raises(ScenarioError, match=r"random scenario: seed: expected an integer >= 0 and <= 4294967295"):
+        random_scenario(2**32, "planar-3r")
+
+
+def test_large_deep_and_special_files_are_refused_before_parsing(tmp_path: Path) -> None:
+    big = tmp_path / "big.toml"
+    big.write_bytes(b"seed = 1\n" + b"#" * (1024 * 1024))
+    with pytest.raises(ScenarioError, match=r"big\.toml: file too large: 1048585 bytes, at most 1048576 allowed"):
+        load_scenario(big)
+    with pytest.raises(ScenarioError, match=r"<s>: x \(line 1\): expected at most 8 levels"):
+        loads_scenario("x = " + "[" * 1000 + "]" * 1000, source="<s>")
+    with pytest.raises(ScenarioError, match=r"cannot read: not a regular file"):
+        load_scenario(Path("/dev/zero"))
+    with pytest.raises(ScenarioError, match=r"scenario: expected a built-in name or the path of a \.toml file"):
+        load_scenario("bad\nname")

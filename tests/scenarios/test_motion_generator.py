@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from capture_trainer.catalog import MODEL_NAMES
 from capture_trainer.errors import ScenarioError
+from robot.models import MODELS
 from scenarios.generator import SPEED_RANGE_M_S, random_scenario
-from scenarios.loader import loads_scenario
 from scenarios.motion import CurvedMotion, LinearMotion, TumblingMotion
 from scenarios.toml_out import to_toml
+from trials.vocabulary import loads_scenario
 
 MOTIONS = {
     "linear": LinearMotion((0.3, -0.1, 0.0), (-0.1, 0.02, 0.0)),
@@ -58,13 +58,14 @@ def test_tumbling_capture_point_stays_at_the_lever_arm_from_the_drifting_centre(
     np.testing.assert_allclose((pos - centre) @ axis, np.array([-0.1, 0.0, 0.0]) @ axis, atol=1e-12)
 
 
-@pytest.mark.parametrize("model", MODEL_NAMES)
+@pytest.mark.parametrize("model", MODELS.names())
 def test_random_scenarios_are_valid_reproducible_and_varied(model: str) -> None:
-    scenarios = [random_scenario(seed, model) for seed in range(60)]
-    assert random_scenario(5, model) == scenarios[5]
+    scenarios = [random_scenario(seed, model, models=MODELS) for seed in range(60)]
+    assert random_scenario(5, model, models=MODELS) == scenarios[5]
     assert len({s.target.start_offset_m for s in scenarios}) == 60
     kinds = {s.target.motion for s in scenarios}
-    assert kinds == ({"linear", "curved"} if model == "planar-3r" else {"linear", "curved", "tumbling"})
+    planar = MODELS.get(model).task_dim == 2
+    assert kinds == ({"linear", "curved"} if planar else {"linear", "curved", "tumbling"})
     for scenario in scenarios:
         assert loads_scenario(to_toml(scenario), default_name="x") == scenario  # passes every check
         speed = np.linalg.norm(scenario.target.velocity_m_s)
@@ -74,6 +75,6 @@ def test_random_scenarios_are_valid_reproducible_and_varied(model: str) -> None:
 
 def test_random_scenario_rejects_bad_arguments() -> None:
     with pytest.raises(ScenarioError, match="seed"):
-        random_scenario(-1)
-    with pytest.raises(ScenarioError, match="model"):
-        random_scenario(1, "scara")
+        random_scenario(-1, "planar-3r", models=MODELS)
+    with pytest.raises(ScenarioError, match="model.*did you mean 'planar-3r'"):
+        random_scenario(1, "planar-3", models=MODELS)

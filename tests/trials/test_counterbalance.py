@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from trials.counterbalance import balanced_latin_square, condition_order
+from trials.counterbalance import balanced_latin_square, condition_order, square_rows
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6])
@@ -35,3 +35,10 @@ def test_participants_cycle_through_the_rows() -> None:
     assert condition_order(conditions, 6) == condition_order(conditions, 0)
     # across six participants each condition is first exactly twice
     assert sorted(o[0] for o in orders) == ["apf", "apf", "dg", "dg", "ng", "ng"]
+
+
+@pytest.mark.parametrize("n", range(1, 8))
+def test_square_rows_is_the_number_of_rows(n: int) -> None:
+    assert square_rows(n) == len(balanced_latin_square(n))
+    with pytest.raises(ValueError):
+        square_rows(0)

@@ -14,7 +14,7 @@ import numpy as np
 from capture_trainer import trial_log
 from haptics._hd_api import LIBHD_ENV
 from haptics._hd_double import build_double
-from trials.recorder import read_trial
+from capture_trainer.trial_log import read_trial_log as read_trial
 
 
 def test_a_trial_on_the_openhaptics_backend(tmp_path: Path, short_scenario: Path) -> None:
@@ -23,7 +23,7 @@ def test_a_trial_on_the_openhaptics_backend(tmp_path: Path, short_scenario: Path
     env[LIBHD_ENV] = str(library)
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
     result = subprocess.run(
-        [sys.executable, "-m", "trials.cli", "run", "--device", "openhaptics", "--participant", "alice",
+        [sys.executable, "-m", "app.cli", "run", "--device", "openhaptics", "--participant", "alice",
          "--condition", "dg", "--scenario", str(short_scenario), "--out", str(tmp_path / "out"), "--json"],
         env=env, capture_output=True, text=True, timeout=120, check=False,
     )

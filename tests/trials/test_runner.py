@@ -14,7 +14,7 @@ import pytest
 from capture_trainer import trial_log
 from capture_trainer.errors import TrialError
 from trials.clocks import PacedClock
-from trials.recorder import read_trial
+from capture_trainer.trial_log import read_trial_log as read_trial
 from trials.runner import TrialRequest, build_trial, run_trial
 
 
@@ -51,7 +51,7 @@ def test_trial_file_has_the_contract_columns_and_metadata(short_scenario: Path, 
     assert set(table.column_names) == expected
     for key in ("scenario", "condition", "participant", "seed", "gains", "package_version", "device"):
         assert key in meta, key
-    assert meta["complete"] is True and meta["condition"] == "apf" and meta["seed"] == 3
+    assert meta["complete"] is True and meta["condition"] == "apf" and meta["run_seed"] == 3
     assert meta["device"]["max_force_n"] > 0
     assert meta["servo_timing"]["ticks"] == 600
     t = table[trial_log.TIME].to_numpy()

@@ -6,16 +6,17 @@ from pathlib import Path
 from typing import Any
 
 from trials.protocol import TrialSpec, load_protocol
-from trials.recorder import TrialRecorder, read_trial
-from trials.study import STUDY_FILE, TRIALS_DIR, run_study, trial_path
+from capture_trainer.trial_log import read_trial_log as read_trial
+from trials.recorder import TrialRecorder
+from trials.study import STUDY_FILE, TRIALS_DIR, _worker_call, run_study, trial_path
 
 RAN: list[str] = []
 
 
-def fake_trial(spec: TrialSpec, out: Path) -> dict[str, Any]:
-    """Writes a complete one-row trial file, and remembers that it ran."""
+def fake_trial(spec: TrialSpec, out: Path, metadata: dict[str, Any]) -> dict[str, Any]:
+    """Writes a complete one-row trial file with the plan's entries, and remembers that it ran."""
     RAN.append(spec.trial_id)
-    recorder = TrialRecorder(trial_path(out, spec), ("t_s",), (), {"trial_id": spec.trial_id}, 1)
+    recorder = TrialRecorder(trial_path(out, spec), ("t_s",), (), {"trial_id": spec.trial_id, **metadata}, 1)
     recorder.append_row()
     recorder.close()
     return {"time_to_reach_s": 1.0, "impact_velocity_m_s": 0.01}
@@ -67,3 +68,53 @@ def test_a_small_real_study_in_two_worker_processes(tmp_path: Path, short_scenar
         participants.add(meta["participant"]["id"])
     assert participants == {"S01", "S02", "controller"}
     assert progress.getvalue().count("\n") == 5
+    # each worker that ran a trial warmed up once and reported its start-up
+    assert 1 <= len(result.worker_start_up_s) <= 2
+    assert all(seconds > 0.0 for seconds in result.worker_start_up_s)
+
+
+def test_trials_in_chunks_all_run_once(tmp_path: Path, short_scenario: Path) -> None:
+    protocol = load_protocol(_protocol(tmp_path, str(short_scenario), participants=2))
+    result = run_study(protocol, tmp_path / "study", workers=2, progress=None, chunk_size=2)
+    assert result.failed == () and result.ran == 5
+    assert len(list((tmp_path / "study" / TRIALS_DIR).glob("*.parquet"))) == 5
+    again = run_study(protocol, tmp_path / "study", workers=2, progress=None, chunk_size=2)
+    assert again.skipped == 5 and again.ran == 0 and again.worker_start_up_s == ()
+
+
+def test_one_worker_warms_up_in_the_study_process(tmp_path: Path, short_scenario: Path) -> None:
+    calls: list[str] = []
+    protocol = load_protocol(_protocol(tmp_path, str(short_scenario), participants=1))
+    result = run_study(protocol, tmp_path / "study", progress=None, run_trial=fake_trial,
+                       warm_up=lambda: calls.append("warm"))
+    assert calls == ["warm"] and len(result.worker_start_up_s) == 1
+
+
+class _Unpicklable(Exception):
+    def __reduce__(self) -> Any:
+        raise TypeError("not picklable")
+
+
+def _sometimes_failing(spec: TrialSpec, out: Path, metadata: dict[str, Any]) -> dict[str, Any]:
+    if spec.condition == "ng":
+        raise _Unpicklable("boom")
+    if spec.condition == "as":
+        raise ValueError("bad value")
+    return {"trial_id": spec.trial_id}
+
+
+def test_a_failed_trial_in_a_chunk_does_not_take_the_others_with_it(tmp_path: Path) -> None:
+    from trials.protocol import plan_trials
+    from trials.study import participants_for
+
+    protocol = load_protocol(_protocol(tmp_path, "paper-2019", participants=1))
+    specs = plan_trials(protocol, participants_for(protocol))
+    report = _worker_call(_sometimes_failing, [(spec, {}) for spec in specs], tmp_path)
+    assert len(report.outcomes) == len(specs) == 3
+    for spec, (summary, error) in zip(specs, report.outcomes):
+        if spec.condition == "dg":
+            assert summary == {"trial_id": spec.trial_id} and error is None
+        elif spec.condition == "ng":  # sent back as its text, since it cannot travel
+            assert summary is None and "_Unpicklable: boom" in str(error)
+        else:
+            assert summary is None and isinstance(error, ValueError)

@@ -1,0 +1,178 @@
+"""`capture-trainer run`, `study`, `protocols` and `demo`."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+from typing import TYPE_CHECKING
+
+from app.commands import arguments
+from capture_trainer.errors import TrialError
+from haptics.backends import BACKENDS
+from haptics.participants import PARTICIPANT_PRESETS
+from trials.conditions import CONDITIONS
+
+if TYPE_CHECKING:
+    from trials.study import StudyInterrupted
+
+
+def add_commands(subparsers: argparse._SubParsersAction) -> None:
+    run = subparsers.add_parser(
+        "run",
+        help="run one trial and write its Parquet log",
+        description="Run one capture trial. With --device simulated (default) a simulated "
+        "participant holds a simulated device and the trial runs headless as fast as "
+        "possible; with --device openhaptics the person on the stylus is the participant "
+        "and the device's 1 kHz scheduler drives the loop (no window needed).",
+    )
+    run.add_argument("--scenario", default="paper-2019", help="built-in name or .toml path")
+    run.add_argument("--condition", choices=CONDITIONS.names(), default="dg")
+    run.add_argument(
+        "--participant",
+        default="novice",
+        type=arguments.person_id,
+        help=f"simulated kind ({', '.join(PARTICIPANT_PRESETS.names())}) or, with a real device, "
+        "the person's id",
+    )
+    run.add_argument("--seed", type=arguments.seed, default=0, help="the run's seed, 0 to 2**32 - 1")
+    run.add_argument("--out", type=arguments.output_dir, default="runs/trials", help="folder for the trial file")
+    run.add_argument("--device", choices=BACKENDS.names(), default="simulated")
+    run.add_argument(
+        "--paced", action="store_true", help="run the simulated device in real time (1 kHz)"
+    )
+    run.add_argument("--solver", choices=("lse", "pinv"), default="lse")
+    run.add_argument("--json", action="store_true", help="print the trial summary as JSON")
+    _arm_options(run)
+    run.set_defaults(handler=_run)
+
+    study = subparsers.add_parser(
+        "study",
+        help="run (or resume) a study protocol headless",
+        description="Run every trial of a protocol (built-in name or .toml file) with "
+        "simulated participants, counterbalanced, in parallel worker processes. An "
+        "interrupted study resumes where it stopped when run again with the same --out "
+        "(trials whose plan fingerprint matches are kept). A folder holding trials of a "
+        "different plan is refused unless --force.",
+    )
+    study.add_argument("protocol", help="built-in protocol name (see `protocols`) or .toml path")
+    study.add_argument("--out", type=arguments.output_dir, required=True, help="the study folder")
+    study.add_argument("--workers", type=arguments.workers, default=1,
+                       help=f"parallel worker processes, 1 to {arguments.MAX_WORKERS}")
+    study.add_argument(
+        "--force", action="store_true",
+        help="replace trials of a different plan in --out (they are deleted and run again)",
+    )
+    _arm_options(study)
+    study.set_defaults(handler=_study)
+
+    protocols = subparsers.add_parser("protocols", help="list the built-in study protocols")
+    protocols.add_argument("name", nargs="?", help="show this protocol")
+    protocols.set_defaults(handler=_protocols)
+
+    demo = subparsers.add_parser(
+        "demo",
+        help="the main job: the paper-2019 study headless, then its report",
+    )
+    demo.add_argument("--out", type=arguments.output_dir, default="runs/demo", help="the study folder")
+    demo.add_argument("--workers", type=arguments.workers, default=2,
+                      help=f"parallel worker processes, 1 to {arguments.MAX_WORKERS}")
+    demo.add_argument("--force", action="store_true", help="replace trials of a different plan in --out")
+    demo.set_defaults(handler=_demo)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from trials.vocabulary import load_scenario
+
+    load_scenario(args.scenario)  # every problem of the scenario, before the simulation is loaded
+    from trials.runner import TrialRequest, run_trial
+
+    summary = run_trial(
+        TrialRequest(
+            scenario=args.scenario,
+            condition=args.condition,
+            participant=args.participant,
+            seed=args.seed,
+            device=args.device,
+            paced=args.paced,
+            solver=args.solver,
+            arm=args.arm,
+            arm_keys=args.keys,
+        ),
+        args.out,
+    )
+    if args.json:
+        print(json.dumps(summary, default=str))
+    else:
+        print(f"trial written to {summary['path']}")
+        for key in ("end_reason", "time_to_reach_s", "impact_velocity_m_s", "wall_s"):
+            print(f"  {key}: {summary.get(key)}")
+    return 0
+
+
+def _arm_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--arm", metavar="ADDR",
+                        help="drive the arm of an arm server (HOST:PORT of `capture-trainer arm serve` or a real "
+                        "arm's) over the link instead of the in-process plant")
+    parser.add_argument("--keys", metavar="DIR", help="the link's CURVE keys (`capture-trainer arm keys DIR`); "
+                        "required off loopback")
+
+
+def _study(args: argparse.Namespace) -> int:
+    from trials.protocol import load_protocol
+    from trials.study import StudyInterrupted, run_study, run_trial_spec
+
+    trial_function = None
+    if args.arm is not None:
+        if args.workers != 1:
+            raise TrialError("--arm: an arm server runs one session at a time; use --workers 1")
+        trial_function = functools.partial(run_trial_spec, arm=args.arm, arm_keys=args.keys)
+    try:
+        result = run_study(load_protocol(args.protocol), args.out, workers=args.workers, force=args.force,
+                           run_trial=trial_function)
+    except StudyInterrupted as stop:
+        return _stopped(stop, args)
+    replaced = f", {result.replaced} replaced" if result.replaced else ""
+    print(
+        f"study in {result.out_dir}: {result.planned} trials planned, {result.skipped} already "
+        f"done, {result.ran} run, {len(result.failed)} failed{replaced}, {result.wall_s:.1f} s"
+    )
+    return 1 if result.failed else 0
+
+
+def _stopped(stop: StudyInterrupted, args: argparse.Namespace) -> int:
+    """A study stopped by a signal (``trials.study.StudyInterrupted``): one line, 128 + signal."""
+    print(f"capture-trainer: study {stop}; its workers are stopped and the completed trials kept "
+          f"in {args.out}; run the same command to resume", file=sys.stderr)
+    return 128 + stop.signum
+
+
+def _protocols(args: argparse.Namespace) -> int:
+    from trials.protocol import builtin_protocol_names, load_protocol
+
+    if args.name is None:
+        for name in builtin_protocol_names():
+            print(f"{name:<16} {load_protocol(name).description}")
+        return 0
+    print(json.dumps(load_protocol(args.name).as_dict(), indent=2))
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from analysis.report import report_study
+    from trials.protocol import load_protocol
+    from trials.study import StudyInterrupted, run_study
+
+    try:
+        result = run_study(load_protocol("paper-2019"), args.out, workers=args.workers, force=args.force)
+    except StudyInterrupted as stop:
+        return _stopped(stop, args)
+    print(
+        f"study: {result.planned} trials ({result.skipped} resumed, {result.ran} run, "
+        f"{len(result.failed)} failed) in {result.wall_s:.1f} s",
+        file=sys.stderr,
+    )
+    report = report_study(args.out)
+    print(f"report written to {report}")
+    return 1 if result.failed else 0

@@ -1,0 +1,475 @@
+"""Drawing one servo snapshot: the arm, the debris, the guidance, the gauges.
+
+Everything here runs in the window process at display rate and never touches the servo
+loop. A :class:`Frame` is a plain copy of one consistent snapshot; :class:`Projection`
+maps two task-frame axes to a screen rectangle (x-y top view, x-z side view);
+:class:`SceneRenderer` draws a frame into the left part of the window (one view for
+planar models, two orthogonal views for spatial ones) and the gauges into the right.
+
+Colours are module constants (:data:`COLOURS`) so that tests can look for them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from trials.snapshot import FLAG_BITS, PHASES, SharedSnapshot
+
+COLOURS: dict[str, tuple[int, int, int]] = {
+    "background": (14, 18, 28),
+    "panel": (24, 30, 44),
+    "grid": (34, 42, 60),
+    "text": (220, 226, 236),
+    "dim": (130, 140, 160),
+    "base": (110, 122, 146),
+    "arm": (80, 160, 255),
+    "joint": (200, 220, 255),
+    "ee": (255, 226, 60),
+    "trail": (120, 110, 50),
+    "target": (255, 72, 56),
+    "path": (170, 80, 70),
+    "command": (60, 220, 230),
+    "guidance": (70, 230, 110),
+    "force_calc": (255, 160, 30),
+    "force_act": (235, 50, 235),
+    "good": (70, 200, 110),
+    "warn": (240, 190, 50),
+    "bad": (240, 70, 60),
+}
+#: The servo corner's colour for each level of :func:`app.ui.servo.servo_health`.
+HEALTH_COLOURS: dict[str, str] = {"idle": "dim", "good": "good", "warn": "warn", "bad": "bad"}
+#: Predicted debris path horizon [s] (constant-velocity prediction from the snapshot).
+PATH_HORIZON_S = 3.0
+#: Closing speeds below this [m/s] count as a soft capture on the velocity-match gauge.
+SOFT_CLOSING_M_S = 0.02
+#: Force arrow scale [px/N].
+FORCE_PX_PER_N = 28.0
+
+
+@dataclass
+class Frame:
+    """One consistent snapshot, copied out of shared memory (task frame, SI)."""
+
+    t_s: float
+    ee_m: NDArray[np.float64]
+    ee_v_m_s: NDArray[np.float64]
+    target_m: NDArray[np.float64]
+    target_v_m_s: NDArray[np.float64]
+    command_m: NDArray[np.float64]
+    guidance_force_n: NDArray[np.float64]
+    dev_force_calc_n: NDArray[np.float64]
+    dev_force_act_n: NDArray[np.float64]
+    base_torque_n_m: NDArray[np.float64]
+    base_attitude_rad: NDArray[np.float64]
+    distance_m: float
+    flags: frozenset[str]
+    phase: str
+    reached_at_s: float
+    links_m: NDArray[np.float64]
+    servo_rate_hz: float
+    servo_overruns: int
+
+    @classmethod
+    def read(cls, snapshot: SharedSnapshot) -> Frame | None:
+        """Copy the snapshot's current block; None before the first publish or when busy."""
+        values = snapshot.read()
+        if values is None or values[0] < 2.0:  # busy, or nothing published yet
+            return None
+
+        def vec(name: str) -> NDArray[np.float64]:
+            return snapshot.field(values, name).copy()
+
+        def num(name: str) -> float:
+            return float(snapshot.field(values, name)[0])
+
+        bits = int(num("flags"))
+        phase = int(num("phase"))
+        return cls(
+            t_s=num("t_s"),
+            ee_m=vec("ee_position_m"),
+            ee_v_m_s=vec("ee_velocity_m_s"),
+            target_m=vec("target_position_m"),
+            target_v_m_s=vec("target_velocity_m_s"),
+            command_m=vec("command_position_m"),
+            guidance_force_n=vec("guidance_force_n"),
+            dev_force_calc_n=vec("dev_force_calc_n"),
+            dev_force_act_n=vec("dev_force_act_n"),
+            base_torque_n_m=vec("base_torque_n_m"),
+            base_attitude_rad=vec("base_attitude_rad"),
+            distance_m=num("distance_m"),
+            flags=frozenset(name for i, name in enumerate(FLAG_BITS) if bits >> i & 1),
+            phase=PHASES[phase] if 0 <= phase < len(PHASES) else "idle",
+            reached_at_s=num("reached_at_s"),
+            links_m=vec("links").reshape(-1, 3),
+            servo_rate_hz=num("servo_rate_hz"),
+            servo_overruns=int(num("servo_overruns")),
+        )
+
+    @property
+    def closing_speed_m_s(self) -> float:
+        """Relative velocity along the approach: -(v_ee - v_target) . u, u = ee -> target.
+
+        Positive while the end effector closes in; a soft capture ends near zero.
+        """
+        gap = self.target_m - self.ee_m
+        norm = float(np.linalg.norm(gap))
+        if norm < 1e-9:
+            return 0.0
+        return float(np.dot(self.ee_v_m_s - self.target_v_m_s, gap) / norm)
+
+    @property
+    def relative_speed_m_s(self) -> float:
+        return float(np.linalg.norm(self.ee_v_m_s - self.target_v_m_s))
+
+
+class Projection:
+    """Task-frame axes ``axes`` (e.g. (0, 1) for x-y) to pixels inside ``rect``.
+
+    The scale is fixed when built (from the points to keep in view), so the picture does
+    not breathe during an attempt. Screen y grows downward, so the second axis is flipped.
+    """
+
+    def __init__(self, rect: Any, axes: tuple[int, int], points_m: NDArray[np.float64],
+                 margin: float = 0.12, min_span_m: float = 0.4) -> None:
+        self.rect = rect
+        self.axes = axes
+        pts = points_m[:, axes]
+        lo = pts.min(axis=0)
+        hi = pts.max(axis=0)
+        span = np.maximum(hi - lo, min_span_m) * (1.0 + 2.0 * margin)
+        self.px_per_m = float(min(rect.width / span[0], rect.height / span[1]))
+        self.centre_m = (lo + hi) / 2.0
+
+    def __call__(self, point_m: NDArray[np.float64]) -> tuple[int, int]:
+        a, b = self.axes
+        x = self.rect.centerx + (point_m[a] - self.centre_m[0]) * self.px_per_m
+        y = self.rect.centery - (point_m[b] - self.centre_m[1]) * self.px_per_m
+        return int(round(x)), int(round(y))
+
+    def vector(self, vec: NDArray[np.float64], px_per_unit: float) -> tuple[float, float]:
+        """A vector's screen components (pixels) at ``px_per_unit`` pixels per unit."""
+        a, b = self.axes
+        return float(vec[a]) * px_per_unit, -float(vec[b]) * px_per_unit
+
+
+def _arrow(surface: Any, colour: tuple[int, int, int], start: tuple[int, int],
+           delta: tuple[float, float], width: int = 4, max_px: float = 160.0) -> None:
+    import pygame
+
+    length = math.hypot(*delta)
+    if length < 2.0:
+        return
+    if length > max_px:
+        delta = (delta[0] * max_px / length, delta[1] * max_px / length)
+        length = max_px
+    end = (start[0] + delta[0], start[1] + delta[1])
+    pygame.draw.line(surface, colour, start, end, width)
+    ux, uy = delta[0] / length, delta[1] / length
+    head = min(14.0, 0.5 * length)
+    left = (end[0] - head * ux + 0.5 * head * uy, end[1] - head * uy - 0.5 * head * ux)
+    right = (end[0] - head * ux - 0.5 * head * uy, end[1] - head * uy + 0.5 * head * ux)
+    pygame.draw.polygon(surface, colour, (end, left, right))
+
+
+def _dashed(surface: Any, colour: tuple[int, int, int], start: tuple[int, int],
+            end: tuple[int, int], dash_px: float = 8.0) -> None:
+    import pygame
+
+    dx, dy = end[0] - start[0], end[1] - start[1]
+    length = math.hypot(dx, dy)
+    if length < 1.0:
+        return
+    steps = int(length // dash_px)
+    for i in range(0, steps, 2):
+        a = i * dash_px / length
+        b = min((i + 1) * dash_px / length, 1.0)
+        pygame.draw.line(surface, colour, (start[0] + a * dx, start[1] + a * dy),
+                         (start[0] + b * dx, start[1] + b * dy), 2)
+
+
+@dataclass(frozen=True)
+class AttemptInfo:
+    """What the window knows about the running attempt (from the servo's ``started``)."""
+
+    model: str
+    n_joints: int
+    target_radius_m: float
+    condition: str
+    scenario: str
+    duration_s: float
+
+    @property
+    def spatial(self) -> bool:
+        return not self.model.startswith("planar")
+
+
+class SceneRenderer:
+    """Draws frames of one attempt.
+
+    Args:
+        size: window size in pixels.
+        info: the attempt's model and target.
+        first: the first frame (fixes the views' scale and centre).
+        fonts: ``{"small", "normal", "large"}`` pygame fonts.
+    """
+
+    PANEL_W = 360
+
+    def __init__(self, size: tuple[int, int], info: AttemptInfo, first: Frame,
+                 fonts: dict[str, Any]) -> None:
+        import pygame
+
+        self.info = info
+        self.fonts = fonts
+        width, height = size
+        self.view_area = pygame.Rect(0, 0, width - self.PANEL_W, height)
+        self.panel = pygame.Rect(width - self.PANEL_W, 0, self.PANEL_W, height)
+        path_end = first.target_m + first.target_v_m_s * min(PATH_HORIZON_S, info.duration_s)
+        half = self._base_half(first)
+        base = first.links_m[0]
+        points = np.vstack([first.links_m, first.target_m, path_end, first.ee_m,
+                            base - half, base + half])
+        if info.spatial:
+            top = pygame.Rect(0, 0, self.view_area.width, height // 2).inflate(-16, -40)
+            side = pygame.Rect(0, height // 2, self.view_area.width, height // 2).inflate(-16, -40)
+            self.views = [("top view (x-y)", Projection(top, (0, 1), points)),
+                          ("side view (x-z)", Projection(side, (0, 2), points))]
+            scale = min(v.px_per_m for _, v in self.views)
+            for _, view in self.views:
+                view.px_per_m = scale
+        else:
+            area = self.view_area.inflate(-24, -60)
+            self.views = [("top view (x-y)", Projection(area, (0, 1), points))]
+        self.trail: deque[NDArray[np.float64]] = deque(maxlen=240)
+        self.base_half_m = half
+        self.force_rect = pygame.Rect(self.panel.x + 20, 275, self.PANEL_W - 40, 170)
+
+    @staticmethod
+    def _base_half(frame: Frame) -> float:
+        """Half the base's side [m]: the arm's first joint sits on the base's edge."""
+        if len(frame.links_m) < 2:
+            return 0.2
+        reach = float(np.max(np.abs(frame.links_m[1] - frame.links_m[0])))
+        return reach if reach > 0.05 else 0.2
+
+    def text(self, surface: Any, text: str, pos: tuple[int, int], font: str = "small",
+             colour: str = "text") -> None:
+        surface.blit(self.fonts[font].render(text, True, COLOURS[colour]), pos)
+
+    # -- the task views ------------------------------------------------------------
+
+    def draw(self, surface: Any, frame: Frame, header: str, stats: Any, fps: float,
+             recent: Any = None, note: str = "") -> None:
+        """Draw everything for one frame (views, panel, servo-rate corner).
+
+        Args:
+            stats: the live :class:`app.ui.servo.ServoStats`.
+            fps: the display rate [Hz].
+            recent: :class:`app.ui.servo.RecentServo` (None: judged from ``stats`` alone).
+            note: a short warning shown in the servo corner (e.g. no real-time priority).
+        """
+        import pygame
+
+        surface.fill(COLOURS["background"])
+        self.trail.append(frame.ee_m.copy())
+        for title, view in self.views:
+            pygame.draw.rect(surface, COLOURS["grid"], view.rect, 1)
+            self._grid(surface, view)
+            self._draw_view(surface, view, frame)
+            self.text(surface, title, (view.rect.x + 6, view.rect.y + 4), colour="dim")
+        self.text(surface, header, (12, self.view_area.height - 26), "normal")
+        self._panel(surface, frame)
+        self._servo_corner(surface, stats, fps, recent, note)
+
+    def _grid(self, surface: Any, view: Projection) -> None:
+        import pygame
+
+        step_px = 0.1 * view.px_per_m
+        if step_px < 6:
+            return
+        rect = view.rect
+        origin = view(np.zeros(3))
+        x = origin[0] - math.floor((origin[0] - rect.left) / step_px) * step_px
+        while x < rect.right:
+            pygame.draw.line(surface, COLOURS["grid"], (x, rect.top), (x, rect.bottom))
+            x += step_px
+        y = origin[1] - math.floor((origin[1] - rect.top) / step_px) * step_px
+        while y < rect.bottom:
+            pygame.draw.line(surface, COLOURS["grid"], (rect.left, y), (rect.right, y))
+            y += step_px
+        self.text(surface, "grid 0.1 m", (rect.right - 80, rect.bottom - 18), colour="dim")
+
+    def _draw_view(self, surface: Any, view: Projection, frame: Frame) -> None:
+        import pygame
+
+        clip = surface.get_clip()
+        surface.set_clip(view.rect)
+        self._base(surface, view, frame)
+        start = view(frame.target_m)
+        end = view(frame.target_m + frame.target_v_m_s * PATH_HORIZON_S)
+        _dashed(surface, COLOURS["path"], start, end)
+        if len(self.trail) > 1:
+            pygame.draw.lines(surface, COLOURS["trail"], False, [view(p) for p in self.trail], 2)
+        # links_m[0] is the base's centre (drawn as the base); the arm starts at joint 1.
+        points = [view(p) for p in frame.links_m[1:]]
+        if len(points) > 1:
+            pygame.draw.lines(surface, COLOURS["arm"], False, points, 9)
+        for point in points[:-1]:
+            pygame.draw.circle(surface, COLOURS["joint"], point, 6)
+        radius_px = max(7, int(self.info.target_radius_m * view.px_per_m))
+        pygame.draw.circle(surface, COLOURS["target"], start, radius_px)
+        cx, cy = view(frame.command_m)
+        pygame.draw.line(surface, COLOURS["command"], (cx - 7, cy), (cx + 7, cy), 2)
+        pygame.draw.line(surface, COLOURS["command"], (cx, cy - 7), (cx, cy + 7), 2)
+        ee = view(frame.ee_m)
+        pygame.draw.circle(surface, COLOURS["ee"], ee, 7)
+        _arrow(surface, COLOURS["guidance"], ee, view.vector(frame.guidance_force_n, FORCE_PX_PER_N))
+        surface.set_clip(clip)
+
+    def _base(self, surface: Any, view: Projection, frame: Frame) -> None:
+        import pygame
+
+        centre = frame.links_m[0]
+        # Rotation of the base about the axis normal to this view (z for x-y, y for x-z).
+        normal = 3 - view.axes[0] - view.axes[1]
+        angle = float(frame.base_attitude_rad[normal]) * (1.0 if normal == 2 else -1.0)
+        c, s = math.cos(angle), math.sin(angle)
+        h = self.base_half_m
+        corners = []
+        for u, v in ((-h, -h), (h, -h), (h, h), (-h, h)):
+            p = centre.copy()
+            p[view.axes[0]] += c * u - s * v
+            p[view.axes[1]] += s * u + c * v
+            corners.append(view(p))
+        pygame.draw.polygon(surface, COLOURS["base"], corners)
+        pygame.draw.polygon(surface, COLOURS["joint"], corners, 2)
+
+    # -- the panel -------------------------------------------------------------------
+
+    def _panel(self, surface: Any, frame: Frame) -> None:
+        import pygame
+
+        pygame.draw.rect(surface, COLOURS["panel"], self.panel)
+        x = self.panel.x + 20
+        width = self.PANEL_W - 40
+        self.text(surface, f"{self.info.condition.upper()}  {self.info.scenario}", (x, 24), "large")
+        self.text(surface, f"t = {frame.t_s:5.2f} s / {self.info.duration_s:.0f} s", (x, 62), "normal")
+        self._velocity_gauge(surface, frame, pygame.Rect(x, 130, width, 34))
+        self._distance(surface, frame, pygame.Rect(x, 210, width, 20))
+        self._forces(surface, frame)
+        self._base_gauge(surface, frame, pygame.Rect(x, 485, width, 16))
+        self._legend(surface, (x, 540))
+
+    def _velocity_gauge(self, surface: Any, frame: Frame, rect: Any) -> None:
+        import pygame
+
+        closing = frame.closing_speed_m_s
+        self.text(surface, f"closing speed {closing:+.3f} m/s (soft: |v| < {SOFT_CLOSING_M_S})",
+                  (rect.x, rect.y - 18))
+        full = 0.2
+        pygame.draw.rect(surface, COLOURS["grid"], rect)
+        soft = pygame.Rect(0, rect.y, int(rect.width * SOFT_CLOSING_M_S / full), rect.height)
+        soft.centerx = rect.centerx
+        pygame.draw.rect(surface, COLOURS["good"], soft, 2)
+        pos = rect.centerx + int(max(-1.0, min(1.0, closing / full)) * rect.width / 2)
+        near = frame.distance_m < 0.05
+        colour = "good" if abs(closing) < SOFT_CLOSING_M_S else ("bad" if near else "warn")
+        pygame.draw.rect(surface, COLOURS[colour], (pos - 4, rect.y - 3, 8, rect.height + 6))
+
+    def _distance(self, surface: Any, frame: Frame, rect: Any) -> None:
+        import pygame
+
+        d = frame.distance_m
+        reached = frame.reached_at_s == frame.reached_at_s
+        label = f"distance to contact {d * 100:6.1f} cm"
+        if reached:
+            label += f"   reached at {frame.reached_at_s:.2f} s"
+        self.text(surface, label, (rect.x, rect.y - 18))
+        pygame.draw.rect(surface, COLOURS["grid"], rect)
+        fill = int(rect.width * max(0.0, min(1.0, d / 0.3)))
+        pygame.draw.rect(surface, COLOURS["good" if d <= 0.0 else "command"],
+                         (rect.x, rect.y, fill, rect.height))
+
+    def _forces(self, surface: Any, frame: Frame) -> None:
+        import pygame
+
+        rect = self.force_rect
+        self.text(surface, "stylus force, device frame (x-y)", (rect.x, rect.y - 18))
+        pygame.draw.rect(surface, COLOURS["background"], rect)
+        centre = rect.center
+        limit_px = 3.3 * FORCE_PX_PER_N * 0.7
+        pygame.draw.circle(surface, COLOURS["grid"], centre, int(limit_px), 1)
+        scale = FORCE_PX_PER_N * 0.7
+        calc = frame.dev_force_calc_n
+        act = frame.dev_force_act_n
+        _arrow(surface, COLOURS["force_calc"], centre, (calc[0] * scale, -calc[1] * scale), 7)
+        _arrow(surface, COLOURS["force_act"], centre, (act[0] * scale, -act[1] * scale), 3)
+        self.text(surface, f"calc {np.linalg.norm(calc):4.2f} N", (rect.x + 4, rect.bottom - 36),
+                  colour="dim")
+        self.text(surface, f"act  {np.linalg.norm(act):4.2f} N", (rect.x + 4, rect.bottom - 18),
+                  colour="dim")
+        if "saturated" in frame.flags:
+            self.text(surface, "SATURATED", (rect.right - 90, rect.y + 4), colour="warn")
+
+    def _base_gauge(self, surface: Any, frame: Frame, rect: Any) -> None:
+        import pygame
+
+        torque = float(np.linalg.norm(frame.base_torque_n_m))
+        drift_deg = math.degrees(float(np.linalg.norm(frame.base_attitude_rad)))
+        self.text(surface, f"base disturbance {torque:6.3f} N m   drift {drift_deg:5.2f} deg",
+                  (rect.x, rect.y - 18))
+        pygame.draw.rect(surface, COLOURS["grid"], rect)
+        level = max(0.0, min(1.0, torque / 0.5))
+        colour = "good" if level < 0.2 else ("warn" if level < 0.6 else "bad")
+        pygame.draw.rect(surface, COLOURS[colour], (rect.x, rect.y, int(rect.width * level), rect.height))
+
+    def _legend(self, surface: Any, pos: tuple[int, int]) -> None:
+        import pygame
+
+        entries = (("arm", "arm"), ("ee", "end effector"), ("target", "debris"),
+                   ("path", "debris predicted path"), ("command", "stylus command"),
+                   ("guidance", "guidance force (task)"), ("force_calc", "calculated force"),
+                   ("force_act", "actuated force"))
+        x, y = pos
+        for i, (key, label) in enumerate(entries):
+            row = y + 20 * (i // 2)
+            col = x + 160 * (i % 2)
+            pygame.draw.rect(surface, COLOURS[key], (col, row + 3, 12, 12))
+            self.text(surface, label, (col + 18, row), colour="dim")
+
+    def _servo_corner(self, surface: Any, stats: Any, fps: float, recent: Any, note: str) -> None:
+        """The servo's health (:func:`app.ui.servo.servo_health`): a lamp and the recent
+        figures in its colour, the reason or ``note``, the whole attempt's figures."""
+        import pygame
+
+        from app.ui.servo import RECENT_S, ServoHealth, servo_health
+
+        if recent is None:
+            health = servo_health(stats.rate_hz, getattr(stats, "recent_worst_ms", stats.worst_period_ms))
+            rate, worst, overruns = stats.rate_hz, stats.worst_period_ms, stats.overruns
+            attempt = ServoHealth("idle")
+        else:
+            health, attempt = recent.health, recent.attempt
+            rate, worst, overruns = recent.rate_hz, recent.worst_period_ms, recent.overruns
+        x, y = self.panel.x + 20, surface.get_height() - 106
+        colour = HEALTH_COLOURS[health.level]
+        pygame.draw.circle(surface, COLOURS[colour], (x + 6, y + 8), 6)
+        if health.level == "idle":
+            self.text(surface, "servo: measuring...", (x + 18, y), colour=colour)
+        else:
+            self.text(surface, f"servo {rate:6.1f} Hz   last {RECENT_S:.0f} s: worst {worst:.1f} ms",
+                      (x + 18, y), colour=colour)
+            self.text(surface, health.reason or f"overruns in the last {RECENT_S:.0f} s: {overruns}",
+                      (x + 18, y + 20), colour=colour)
+        if note:
+            self.text(surface, note, (x + 18, y + 40), colour="warn")
+        whole = "dim" if attempt.level in ("good", "idle") else HEALTH_COLOURS[attempt.level]
+        self.text(surface, f"attempt: overruns {stats.overruns}, worst {stats.worst_period_ms:.1f} ms",
+                  (x + 18, y + 60), colour=whole)
+        self.text(surface, f"display {fps:4.1f} fps", (x + 18, y + 80), colour="dim")

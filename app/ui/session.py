@@ -1,0 +1,180 @@
+"""An experimenter's session: one participant's trials of a study protocol, resumable.
+
+The plan is the protocol's own (:func:`trials.protocol.plan_trials`): the participant's
+condition blocks in the counterbalanced order of their participant index, the repetitions
+and scenarios inside each block, and the protocol's seeds. Controller (AS) trials are not
+part of a person's session (``capture-trainer study`` runs them).
+
+Counterbalancing (:func:`trials.counterbalance.balanced_latin_square`, a Williams design:
+``n`` rows for an even number of conditions, ``2 n`` for an odd number): the participant
+index picks the row, modulo the number of rows. It is
+
+1. the participant's index already recorded in this study directory (a resumed session
+   keeps its order);
+2. else its position in the protocol's ``participants.ids`` (a human protocol that lists
+   its participants);
+3. else the number of participants of the same sort (people, or simulated participants)
+   already in this study directory. So successive people get successive rows even when
+   the protocol lists no ids, and simulated sessions do not unbalance the people's rows.
+
+People and simulations are kept apart: a participant id recorded in the study directory
+as a person cannot continue as a simulated participant, nor the other way round. Ids are
+NFC-normalised (:func:`app.ui.data.normalise_name`).
+
+Files: the same study directory as a headless study (``study.json`` plus
+``trials/<trial_id>.parquet``), so the same analysis applies. ``study.json`` lists every
+participant who has had a session in this directory; a trial is done when its file is
+complete, so a session stopped (or crashed) part-way resumes with the first trial that
+is not.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import Any
+
+from app.ui.data import normalise_name
+from capture_trainer.errors import TrialError
+from trials.counterbalance import condition_order
+from trials.protocol import CONTROLLER_ID, Protocol, TrialSpec, plan_trials
+from trials.study import STUDY_FILE, is_complete, trial_path, write_study_file
+
+#: What the participant reads before a trial of each condition.
+INSTRUCTIONS: dict[str, str] = {
+    "dg": "Guidance is ON: the stylus pulls you along a path that meets the debris at its "
+    "own speed. Go along with it; you stay in control.",
+    "ng": "No guidance: reach the debris on your own and arrive at its speed, so that the "
+    "capture is soft.",
+    "apf": "An attracting force pulls the stylus toward the debris. Arrive at the debris' "
+    "speed, so that the capture is soft.",
+    "as": "Automatic capture: watch the controller capture the debris.",
+}
+
+
+def participant_plan(protocol: Protocol, participant_id: str, kind: str = "human",
+                     index: int | None = None) -> list[TrialSpec]:
+    """The participant's trials in session order (see the module docstring).
+
+    Args:
+        protocol: the loaded protocol.
+        participant_id: the participant's id (NFC-normalised here).
+        kind: ``human``, or the simulated operator's kind when a session is watched with
+            the simulated device (recorded in ``study.json`` and the trial files).
+        index: the participant index (its Latin-square row, modulo the rows). None: the
+            id's position in the protocol's human ``participants.ids``, else 0.
+
+    Raises:
+        TrialError: an empty id, the controller's id, or a negative index.
+    """
+    participant_id = normalise_name(participant_id)
+    if not participant_id or participant_id == CONTROLLER_ID:
+        raise TrialError(f"a participant id is needed (not {participant_id!r})")
+    if index is None:
+        index = listed_index(protocol, participant_id) or 0
+    if index < 0:
+        raise TrialError(f"a participant index is at least 0, got {index}")
+    # The protocol's own plan for this one participant gives the trial ids and seeds
+    # (they do not depend on the order); the blocks are then put in the index's row.
+    own = [s for s in plan_trials(protocol, [(participant_id, kind, {})])
+           if s.participant_id == participant_id]
+    ordered = [s for condition in condition_order(protocol.conditions, index)
+               for s in sorted((t for t in own if t.condition == condition), key=lambda t: t.order_index)]
+    return [replace(s, order_index=order, participant_index=index) for order, s in enumerate(ordered)]
+
+
+def listed_index(protocol: Protocol, participant_id: str) -> int | None:
+    """The id's position in a human protocol's ``participants.ids`` (None: not listed)."""
+    if protocol.participants.kind != "human":
+        return None
+    ids = [normalise_name(pid) for pid in protocol.participants.ids]
+    participant_id = normalise_name(participant_id)
+    return ids.index(participant_id) if participant_id in ids else None
+
+
+def _is_person(kind: str) -> bool:
+    return kind == "human"
+
+
+def session_index(protocol: Protocol, participant_id: str, kind: str,
+                  existing: dict[str, Any] | None) -> int:
+    """The participant index of ``participant_id`` in a study directory (module docstring).
+
+    Args:
+        existing: the directory's ``study.json`` (None: a new directory).
+
+    Raises:
+        TrialError: the id is recorded as a person and now comes as a simulation, or
+            the other way round.
+    """
+    recorded = (existing or {}).get("participants", {})
+    recorded = {normalise_name(pid): entry for pid, entry in recorded.items() if pid != CONTROLLER_ID}
+    mine = recorded.get(participant_id)
+    if mine is not None:
+        before = str(mine.get("kind", ""))
+        if _is_person(before) != _is_person(kind):
+            was = "a person" if _is_person(before) else f"a simulated {before} participant"
+            now = "a person" if _is_person(kind) else f"a simulated {kind} participant"
+            raise TrialError(
+                f"participant {participant_id!r} is recorded in this study directory as {was}, "
+                f"not {now}; use another --participant id or another --out"
+            )
+        for entry in (existing or {}).get("trials", []):
+            if normalise_name(str(entry.get("participant_id", ""))) == participant_id:
+                return int(entry.get("participant_index", 0))
+    listed = listed_index(protocol, participant_id)
+    if listed is not None:
+        return listed
+    return sum(1 for pid, entry in recorded.items()
+               if pid != participant_id and _is_person(str(entry.get("kind", ""))) == _is_person(kind))
+
+
+def _read_study(out_dir: Path) -> dict[str, Any] | None:
+    path = out_dir / STUDY_FILE
+    if not path.is_file():
+        return None
+    try:
+        study: dict[str, Any] = json.loads(path.read_text())
+        return study
+    except (OSError, json.JSONDecodeError) as error:
+        raise TrialError(f"{path}: not a readable study file ({error})") from None
+
+
+def prepare_session(
+    protocol: Protocol, participant_id: str, out_dir: Path, kind: str = "human"
+) -> list[TrialSpec]:
+    """Plan the participant's trials (:func:`participant_plan`, at :func:`session_index`)
+    and record them in ``out_dir/study.json``.
+
+    Trials of other participants already in ``study.json`` are kept (one study directory
+    collects every participant's sessions).
+
+    Raises:
+        TrialError: ``out_dir`` holds a study of another protocol, or the id is recorded
+            there as a person and now comes as a simulation (or the other way round).
+    """
+    participant_id = normalise_name(participant_id)
+    existing = _read_study(out_dir)
+    others: list[TrialSpec] = []
+    if existing is not None:
+        name = existing.get("protocol", {}).get("name")
+        if name != protocol.name:
+            raise TrialError(
+                f"{out_dir} holds a study of protocol {name!r}, not {protocol.name!r}; "
+                "choose another --out"
+            )
+    specs = participant_plan(protocol, participant_id, kind,
+                             session_index(protocol, participant_id, kind, existing))
+    if existing is not None:
+        known = {f.name for f in fields(TrialSpec)}
+        for entry in existing.get("trials", []):
+            if normalise_name(str(entry.get("participant_id", ""))) != participant_id:
+                others.append(TrialSpec(**{k: v for k, v in entry.items() if k in known}))
+    write_study_file(out_dir, protocol, others + specs)
+    return specs
+
+
+def pending_trials(out_dir: Path, specs: list[TrialSpec]) -> list[TrialSpec]:
+    """The trials whose file is missing or incomplete, in session order."""
+    return [spec for spec in specs if not is_complete(trial_path(out_dir, spec))]

@@ -1,0 +1,295 @@
+"""Trainee history: trainees, their sessions and attempts, in a local SQLite database.
+
+The database only *points to* trial files (the Parquet logs hold the data) and keeps the
+few scores the trainer shows. It is written so that closing the window, or killing the
+process, at any moment loses nothing recorded before:
+
+- WAL journal mode, autocommit: every statement is its own committed transaction;
+- an attempt row is inserted when the attempt *starts* (status ``running``, with its
+  trial file's path) and updated when it ends (``finished``, ``aborted`` or ``error``,
+  with its scores), so an interrupted attempt is still listed with its (crash-safe,
+  partial) trial file; :meth:`TraineeDB.recover` marks such rows ``interrupted`` the next
+  time the trainer opens the database.
+
+Scores: lower is better for all four (impact velocity [m/s], time to reach [s],
+post-capture tracking error as the velocity MSE [m²/s²] and position MSE [m²], base
+disturbance as the peak base torque [N m] and peak attitude drift [rad]); they are the
+definitions of :mod:`analysis.metrics`.
+
+Names are stored in Unicode normal form C (:func:`app.ui.data.normalise_name`), and
+looked up the same way, so one person typing their name in two normal forms is one
+trainee; rows written by an older trainer in another form are folded into the NFC one
+when the database opens. Trial paths are stored absolute.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.ui.data import absolute_path, normalise_name
+from capture_trainer.errors import TrialError
+
+#: Scores kept as columns (names of ``analysis.metrics.TrialMetrics`` fields).
+SCORE_COLUMNS: tuple[str, ...] = (
+    "impact_velocity_m_s",
+    "time_to_reach_s",
+    "mse_velocity_m2_s2",
+    "mse_position_m2",
+    "peak_base_torque_n_m",
+    "peak_base_attitude_rad",
+)
+STATUSES = ("running", "finished", "aborted", "error", "interrupted")
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS trainees (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    created_s REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sessions (
+    id INTEGER PRIMARY KEY,
+    trainee_id INTEGER NOT NULL REFERENCES trainees(id),
+    started_s REAL NOT NULL,
+    ended_s REAL,
+    device TEXT NOT NULL,
+    kind TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS attempts (
+    id INTEGER PRIMARY KEY,
+    session_id INTEGER NOT NULL REFERENCES sessions(id),
+    started_s REAL NOT NULL,
+    ended_s REAL,
+    scenario TEXT NOT NULL,
+    condition TEXT NOT NULL,
+    seed INTEGER NOT NULL,
+    trial_id TEXT NOT NULL,
+    trial_path TEXT NOT NULL,
+    status TEXT NOT NULL,
+    end_reason TEXT,
+    reached INTEGER,
+    {", ".join(f"{name} REAL" for name in SCORE_COLUMNS)},
+    metrics_json TEXT
+);
+CREATE INDEX IF NOT EXISTS attempts_by_session ON attempts(session_id);
+"""
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One attempt as stored (scores are NaN when unknown or not reached)."""
+
+    id: int
+    session_id: int
+    trainee: str
+    started_s: float
+    ended_s: float | None
+    scenario: str
+    condition: str
+    seed: int
+    trial_id: str
+    trial_path: str
+    status: str
+    end_reason: str | None
+    reached: bool | None
+    scores: dict[str, float]
+
+
+@dataclass(frozen=True)
+class Session:
+    """One sitting of a trainee (a run of the trainer window)."""
+
+    id: int
+    trainee: str
+    started_s: float
+    ended_s: float | None
+    device: str
+    kind: str
+
+
+def _float(value: Any) -> float:
+    if value is None:
+        return math.nan
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return math.nan
+    return number
+
+
+class TraineeDB:
+    """The trainee database (one file; created with its schema when missing).
+
+    Args:
+        path: the SQLite file (its directory is created).
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = absolute_path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise TrialError(f"{self.path}: cannot create the database's folder ({error})") from None
+        try:
+            self._db = sqlite3.connect(self.path, isolation_level=None, timeout=10.0)
+        except sqlite3.Error as error:
+            raise TrialError(f"{self.path}: cannot open the trainee database ({error})") from None
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.executescript(_SCHEMA)
+            self._fold_names()
+        except sqlite3.DatabaseError as error:
+            self._db.close()
+            raise TrialError(f"{self.path}: not a usable trainee database ({error})") from None
+
+    def _fold_names(self) -> None:
+        """Give every trainee its NFC name; merge two spellings of one name into one."""
+        for trainee_id, name in self._db.execute("SELECT id, name FROM trainees").fetchall():
+            nfc = normalise_name(name)
+            if nfc == name or not nfc:
+                continue
+            found = self._db.execute("SELECT id FROM trainees WHERE name = ?", (nfc,)).fetchone()
+            if found is None:
+                self._db.execute("UPDATE trainees SET name = ? WHERE id = ?", (nfc, trainee_id))
+            else:
+                self._db.execute("UPDATE sessions SET trainee_id = ? WHERE trainee_id = ?",
+                                 (found[0], trainee_id))
+                self._db.execute("DELETE FROM trainees WHERE id = ?", (trainee_id,))
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> TraineeDB:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writing -----------------------------------------------------------------
+
+    def trainee_id(self, name: str) -> int:
+        """The id of trainee ``name`` (created on first use; compared in NFC)."""
+        name = normalise_name(name)
+        if not name:
+            raise TrialError("a trainee needs a name")
+        self._db.execute(
+            "INSERT OR IGNORE INTO trainees(name, created_s) VALUES (?, ?)", (name, time.time())
+        )
+        (row,) = self._db.execute("SELECT id FROM trainees WHERE name = ?", (name,)).fetchall()
+        return int(row[0])
+
+    def start_session(self, trainee: str, device: str, kind: str = "train") -> int:
+        """Open a session for ``trainee`` with ``device``; kind ``train`` or ``protocol``."""
+        cursor = self._db.execute(
+            "INSERT INTO sessions(trainee_id, started_s, device, kind) VALUES (?, ?, ?, ?)",
+            (self.trainee_id(trainee), time.time(), device, kind),
+        )
+        return int(cursor.lastrowid or 0)
+
+    def end_session(self, session_id: int) -> None:
+        self._db.execute("UPDATE sessions SET ended_s = ? WHERE id = ?", (time.time(), session_id))
+
+    def start_attempt(
+        self, session_id: int, scenario: str, condition: str, seed: int, trial_id: str,
+        trial_path: str | os.PathLike[str],
+    ) -> int:
+        """Record an attempt as it starts (status ``running``); returns its id."""
+        cursor = self._db.execute(
+            "INSERT INTO attempts(session_id, started_s, scenario, condition, seed, trial_id, "
+            "trial_path, status) VALUES (?, ?, ?, ?, ?, ?, ?, 'running')",
+            (session_id, time.time(), scenario, condition, int(seed), trial_id,
+             str(absolute_path(trial_path))),
+        )
+        return int(cursor.lastrowid or 0)
+
+    def finish_attempt(
+        self, attempt_id: int, status: str, metrics: dict[str, Any] | None = None,
+        end_reason: str | None = None, trial_path: str | None = None,
+    ) -> None:
+        """Record how an attempt ended and its scores (``metrics``: TrialMetrics.as_dict())."""
+        if status not in STATUSES or status == "running":
+            raise TrialError(f"attempt status must be one of {STATUSES[1:]}, got {status!r}")
+        metrics = metrics or {}
+        scores = [_float(metrics.get(name)) for name in SCORE_COLUMNS]
+        scores_sql = [None if math.isnan(v) else v for v in scores]
+        reached = metrics.get("reached")
+        assignments = ", ".join(f"{name} = ?" for name in SCORE_COLUMNS)
+        self._db.execute(
+            f"UPDATE attempts SET ended_s = ?, status = ?, end_reason = ?, reached = ?, "
+            f"{assignments}, metrics_json = ?, trial_path = COALESCE(?, trial_path) WHERE id = ?",
+            (
+                time.time(), status, end_reason, None if reached is None else int(bool(reached)),
+                *scores_sql, json.dumps(metrics, default=str),
+                None if trial_path is None else str(absolute_path(trial_path)), attempt_id,
+            ),
+        )
+
+    def recover(self) -> int:
+        """Mark attempts left ``running`` by a closed or killed trainer ``interrupted``.
+
+        Call when the trainer starts (one trainer per database at a time). Returns how
+        many rows changed.
+        """
+        cursor = self._db.execute(
+            "UPDATE attempts SET status = 'interrupted', end_reason = 'window closed or process "
+            "killed' WHERE status = 'running'"
+        )
+        return cursor.rowcount
+
+    # -- reading -----------------------------------------------------------------
+
+    def trainees(self) -> list[str]:
+        return [row[0] for row in self._db.execute("SELECT name FROM trainees ORDER BY name")]
+
+    def sessions(self, trainee: str) -> list[Session]:
+        """The trainee's sessions, oldest first."""
+        rows = self._db.execute(
+            "SELECT s.id, t.name, s.started_s, s.ended_s, s.device, s.kind FROM sessions s "
+            "JOIN trainees t ON t.id = s.trainee_id WHERE t.name = ? ORDER BY s.started_s, s.id",
+            (normalise_name(trainee),),
+        )
+        return [Session(*row) for row in rows]
+
+    def attempts(
+        self, trainee: str, condition: str | None = None, status: str | None = None,
+        before_id: int | None = None,
+    ) -> list[Attempt]:
+        """The trainee's attempts, oldest first, optionally filtered.
+
+        Args:
+            trainee: the trainee's name.
+            condition: only this condition (``dg``, ``ng``, ...).
+            status: only this status (``finished`` for scored attempts).
+            before_id: only attempts recorded before this attempt id.
+        """
+        query = (
+            "SELECT a.id, a.session_id, t.name, a.started_s, a.ended_s, a.scenario, a.condition, "
+            "a.seed, a.trial_id, a.trial_path, a.status, a.end_reason, a.reached, "
+            f"{', '.join('a.' + name for name in SCORE_COLUMNS)} FROM attempts a "
+            "JOIN sessions s ON s.id = a.session_id JOIN trainees t ON t.id = s.trainee_id "
+            "WHERE t.name = ?"
+        )
+        params: list[Any] = [normalise_name(trainee)]
+        for clause, value in (("a.condition = ?", condition), ("a.status = ?", status),
+                              ("a.id < ?", before_id)):
+            if value is not None:
+                query += f" AND {clause}"
+                params.append(value)
+        rows = self._db.execute(query + " ORDER BY a.id", params).fetchall()
+        n = len(SCORE_COLUMNS)
+        return [
+            Attempt(  # type: ignore[misc]  # mypy cannot count the 12 columns row[:12] fills
+                *row[:12],
+                reached=None if row[12] is None else bool(row[12]),
+                scores={name: _float(v) for name, v in zip(SCORE_COLUMNS, row[13 : 13 + n])},
+            )
+            for row in rows
+        ]

@@ -1,0 +1,153 @@
+"""Simulated participants' parameters and the built-in participant kinds.
+
+Plain data, no numerics, so that the CLI can list the kinds without loading the operator
+model (:mod:`haptics.operators`, where the sources of the values are cited).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from capture_trainer.registry import Registry
+
+
+@dataclass(frozen=True)
+class ParticipantParams:
+    """One simulated participant (device frame, SI units).
+
+    Attributes:
+        kind: the participant kind (a name in :data:`PARTICIPANT_PRESETS`).
+        participant_id: label recorded with the trial.
+        reaction_time_s: visual feedback delay [s] (percepts are this old).
+        extrapolation: fraction of the delay the operator compensates by extrapolating
+            the target it sees with its perceived velocity (0 = none, 1 = full).
+        forward_model_gain: how much the operator trusts its prediction of the end
+            effector from its own hand (plus the learned hand-to-end-effector offset)
+            over the delayed view (1 = fully, 0 = only the delayed view).
+        offset_learn_s: time constant [s] with which it learns that offset.
+        hand_mass_kg, hand_stiffness_n_m, hand_damping_n_s_m: arm endpoint impedance
+            with the normal grip.
+        resist_stiffness_gain: factor on stiffness and damping when resisting
+            (co-contraction).
+        fitts_a_s, fitts_b_s: movement time T = a + b log2(1 + D/W) [s].
+        fitts_width_m: W [m], the operator's idea of the target size.
+        min_duration_s: shortest submovement [s].
+        endpoint_k_s: a submovement's endpoint error along the movement has SD
+            ``k D / T`` [m] (Meyer et al. 1988: proportional to the mean speed), k [s].
+        lateral_k_s: the same across the movement (each perpendicular direction) [s].
+        duration_sd: SD of a submovement's duration error (fraction).
+        speed_weber: SD of the perceived target speed (fraction, Weber).
+        velocity_match_sd: SD of the planned final speed along the target's motion, as
+            a fraction of the target's speed (0.3 of it again in any direction).
+        aim_through: how far beyond the target a submovement aims, as a fraction of
+            the gap it closes (people hit moving targets rather than stop at them:
+            Brenner & Smeets 1996; contact then comes while the hand still moves,
+            which is why unguided captures are fast).
+        aim_through_sd: its SD across submovements (same units).
+        overlap: fraction of a submovement after which the next one may start.
+        replan_interval_s: shortest interval between submovement starts [s].
+        noise_const_n: constant part of the motor noise SD [N].
+        noise_gain: signal-dependent part: SD per newton of active hand force.
+        noise_tau_s: correlation time of the motor noise [s].
+        compliance: how much the operator yields to guidance forces, in [0, 1].
+        yield_tau_s: time constant [s] of yielding at full compliance.
+        yield_force_n: felt force [N] from which on the operator knows that guidance
+            is on (and, as far as it complies, goes along with it for the trial).
+        relaxed_grip: the fraction of its active impedance a fully compliant operator
+            keeps while it feels guidance (it relaxes its grip and lets the force
+            drive); the grip follows with time constant ``yield_tau_s``.
+        disagree_weight: how much less a complying operator yields (and how much
+            firmer it grips) when the felt force opposes the force it wants to apply
+            itself: the yield is scaled by ``1 − w (1 − cos θ)/2`` (θ the angle between
+            the two); 1 = it holds firm against a fully opposing force. The same
+            weight, times how far the force opposes it, stiffens its grip up to
+            ``resist_stiffness_gain`` (co-contraction against a perturbation).
+        resist_probability: probability per trial that the operator takes charge
+            (resists the guidance: compliance 0.1, co-contracted grip).
+        has_intent: False for the passive follower (no plan: hand impedance only).
+        tool_mass_kg: the stylus mass in the operator's internal model [kg]; the plan's
+            acceleration times (hand + tool mass) is fed forward (an internal model of
+            the limb's dynamics: Shadmehr & Mussa-Ivaldi 1994), so that the hand follows
+            its minimum-jerk plan and the impedance only handles deviations.
+    """
+
+    kind: str
+    participant_id: str = ""
+    reaction_time_s: float = 0.25
+    extrapolation: float = 0.9
+    hand_mass_kg: float = 1.2
+    hand_stiffness_n_m: float = 250.0
+    hand_damping_n_s_m: float = 12.0
+    resist_stiffness_gain: float = 1.8
+    fitts_a_s: float = 0.35
+    fitts_b_s: float = 0.22
+    fitts_width_m: float = 0.01
+    min_duration_s: float = 0.25
+    endpoint_k_s: float = 0.1
+    lateral_k_s: float = 0.015
+    duration_sd: float = 0.12
+    speed_weber: float = 0.10
+    velocity_match_sd: float = 0.6
+    aim_through: float = 0.2
+    aim_through_sd: float = 0.1
+    overlap: float = 0.75
+    replan_interval_s: float = 0.3
+    noise_const_n: float = 0.05
+    noise_gain: float = 0.08
+    noise_tau_s: float = 0.04
+    compliance: float = 0.7
+    yield_tau_s: float = 0.15
+    yield_force_n: float = 0.5
+    relaxed_grip: float = 0.3
+    disagree_weight: float = 1.0
+    resist_probability: float = 0.1
+    has_intent: bool = True
+    tool_mass_kg: float = 0.05
+    forward_model_gain: float = 0.85
+    offset_learn_s: float = 1.0
+
+    def as_dict(self) -> dict[str, object]:
+        """Plain-data form recorded with the trial metadata."""
+        return asdict(self)
+
+
+#: The built-in participant kinds (the one list of their names) and their parameters.
+#: Values from the sources in :mod:`haptics.operators`' docstring; "expert" reacts faster, predicts
+#: fully, moves more accurately and matches velocity better.
+PARTICIPANT_PRESETS: Registry[ParticipantParams] = Registry("participant kind")
+for _preset in (
+    ParticipantParams(kind="novice"),
+    ParticipantParams(
+        kind="expert",
+        reaction_time_s=0.2,
+        extrapolation=1.0,
+        forward_model_gain=1.0,
+        hand_stiffness_n_m=300.0,
+        hand_damping_n_s_m=14.0,
+        fitts_a_s=0.3,
+        fitts_b_s=0.18,
+        endpoint_k_s=0.04,
+        lateral_k_s=0.008,
+        duration_sd=0.07,
+        speed_weber=0.06,
+        velocity_match_sd=0.25,
+        aim_through=0.08,
+        aim_through_sd=0.05,
+        replan_interval_s=0.2,
+        noise_gain=0.05,
+        compliance=0.75,
+        resist_probability=0.15,
+    ),
+    ParticipantParams(
+        kind="passive",
+        hand_mass_kg=0.8,
+        hand_stiffness_n_m=0.0,
+        hand_damping_n_s_m=4.0,
+        noise_const_n=0.02,
+        noise_gain=0.0,
+        compliance=1.0,
+        resist_probability=0.0,
+        has_intent=False,
+    ),
+):
+    PARTICIPANT_PRESETS.register(_preset.kind, _preset)

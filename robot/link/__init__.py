@@ -1,0 +1,17 @@
+"""The real-arm link: the ArmBackend seam carried over ZeroMQ to an arm in another
+process or on another machine.
+
+Modules (each imports pyzmq or msgpack only when it needs them):
+
+* :mod:`robot.link.protocol`: the messages (msgpack maps with a version, a session id,
+  a sequence number and a monotonic timestamp), their schema and the one validator.
+* :mod:`robot.link.keys`: CURVE key files and the address policy (loopback unless keys).
+* :mod:`robot.link.server`: :class:`~robot.link.server.LinkServer`, an arm controller
+  behind the link (the PyBullet plant for hardware-in-the-loop), with its watchdog.
+* :mod:`robot.link.client`: :class:`~robot.link.client.RemoteArm`, the ``remote`` arm
+  backend, and :class:`~robot.link.client.LinkClient` beneath it.
+* :mod:`robot.link.linktest`: the link figures (round trip, loss, rejections, rate).
+
+The protocol, for someone implementing the server side on a real arm, is in
+``docs/arm-link.md``.
+"""
