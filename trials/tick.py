@@ -159,15 +159,18 @@ class ServoTick:
         self.ee0_m = self._m.ee_position_m.copy()
         parts.target.state(0.0, self._target_pos, self._target_vel, self._target_acc)
         parts.commander.start(self.ee0_m)
-        self.guidance_state = self._guidance_state(parts.arm.n_joints)
+        self.guidance_state = GuidanceState.for_joints(parts.arm.n_joints)
+        self._row_parts: tuple[NDArray[np.float64], ...] = ()
+        self._share(self._m)
         self._stages = (self._command, self._slave, self._plant, self._target, self._guidance,
                         self._render, self._actuate, self._record)
 
-    def _guidance_state(self, n_joints: int) -> GuidanceState:
-        """The guidance state shares the arrays the stages refill in place (the plant's
-        read-outs, the target, the stylus, the IK's map): nothing is copied per tick."""
-        m, commander = self._m, self.parts.commander
-        state = GuidanceState.for_joints(n_joints)
+    def _share(self, m: ArmMeasurement) -> None:
+        """Point the guidance state and the recorder's row parts at the arrays the stages
+        refill in place (the arm's read-outs, the target, the stylus, the IK's map):
+        nothing is copied per tick. Called again only if the arm hands out a new
+        measurement instance."""
+        commander, state = self.parts.commander, self.guidance_state
         state.ee_position_m, state.ee_velocity_m_s = m.ee_position_m, m.ee_velocity_m_s
         state.target_position_m, state.target_velocity_m_s = self._target_pos, self._target_vel
         state.target_acceleration_m_s2 = self._target_acc
@@ -175,7 +178,13 @@ class ServoTick:
         state.hand_force_n = commander.hand_force_n
         state.joint_position_rad = m.q_rad
         state.jacobian_pinv = self._status.jacobian_pinv
-        return state
+        self._row_parts = (
+            self._t_next, m.ee_position_m, m.ee_velocity_m_s, self._target_pos, self._target_vel, self._cmd_pos,
+            self._cmd_vel, commander.device_position_m, commander.device_velocity_m_s, self._guide,
+            commander.calculated_dev_n, commander.actuated_dev_n, m.base_torque_n_m, m.base_attitude_rad,
+            m.base_angular_velocity_rad_s, self._sigma, m.q_rad, m.qd_rad_s,
+        )
+        self._m = m
 
     # -------------------------------------------------------------------- the tick
     def __call__(self) -> bool:
@@ -203,7 +212,9 @@ class ServoTick:
     def _plant(self) -> None:
         arm = self.parts.arm
         arm.advance()
-        self._m = arm.measure()
+        m = arm.measure()
+        if m is not self._m:
+            self._share(m)
 
     def _target(self) -> None:
         self._t_next_s = self._t + self.dt_s
@@ -223,14 +234,10 @@ class ServoTick:
                                      m.ee_velocity_m_s)
 
     def _record(self) -> None:
-        parts, m, status = self.parts, self._m, self._status
+        parts, status = self.parts, self._status
         commander, recorder = parts.commander, parts.recorder
         self._sigma[0] = status.sigma_ratio
-        np.concatenate((self._t_next, m.ee_position_m, m.ee_velocity_m_s, self._target_pos, self._target_vel,
-                        self._cmd_pos, self._cmd_vel, commander.device_position_m, commander.device_velocity_m_s,
-                        self._guide, commander.calculated_dev_n, commander.actuated_dev_n, m.base_torque_n_m,
-                        m.base_attitude_rad, m.base_angular_velocity_rad_s, self._sigma, m.q_rad, m.qd_rad_s),
-                       out=recorder.row)
+        np.concatenate(self._row_parts, out=recorder.row)
         recorder.flag_bits = (
             commander.flag_bits()
             | (BIT_FAULT if status.fault else 0)

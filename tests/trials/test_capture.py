@@ -54,3 +54,31 @@ def test_spatial_lse_reduces_the_reaction_during_capture():
     rms = lambda r: np.sqrt(np.mean(np.sum(r.base_torque_n_m[window] ** 2, axis=1)))  # noqa: E731
     assert rms(lse) <= 1e-2 * rms(pinv)
     assert lse.base_attitude_drift_rad < pinv.base_attitude_drift_rad
+
+
+def test_the_tick_follows_an_arm_that_hands_out_new_measurements(monkeypatch):
+    """The seam lets measure() return a new instance per call (a remote arm may): the
+    tick must record and guide from the newest one, giving the same capture."""
+    import copy
+
+    import trials.capture
+    from robot.backends import ARM_BACKENDS
+
+    class FreshMeasurements:
+        def __init__(self, arm):
+            self._arm = arm
+
+        def __getattr__(self, name):
+            return getattr(self._arm, name)
+
+        def measure(self):
+            return copy.deepcopy(self._arm.measure())
+
+    plain = run_automatic_capture("planar-3r", duration_s=2.5)
+    pybullet = ARM_BACKENDS.get("pybullet")
+    monkeypatch.setattr(trials.capture, "ARM_BACKENDS",
+                        {"pybullet": lambda *a, **k: FreshMeasurements(pybullet(*a, **k))})
+    fresh = run_automatic_capture("planar-3r", duration_s=2.5)
+    assert np.array_equal(fresh.ee_position_m, plain.ee_position_m)
+    assert np.array_equal(fresh.q_rad, plain.q_rad)
+    assert fresh.first_reach_time_s == plain.first_reach_time_s
