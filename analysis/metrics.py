@@ -45,6 +45,25 @@ saturated, re-plans (rising edges of the ``replan`` flag; a flag already set on 
 tick counts as one), and the number of ticks with the fault, watchdog, singular and
 limited flags.
 
+Contact physics (logs of format version 2, which carry the tool's contact force, the
+``contact`` and ``captured`` flags and the outcome metadata; NaN for older logs):
+
+- ``captured`` and ``capture_time_s`` are the logged capture event (the tool closed,
+  ``trials.capture_event``), no longer the kinematic contact test above, which older logs
+  keep.
+- ``contact_normal_speed_m_s`` / ``contact_tangential_speed_m_s``: the tool's velocity
+  relative to the debris at the first contact point, along the contact normal (closing
+  speed) and across it, as the tick measured it (metadata ``first_contact``). The paper's
+  impact velocity keeps its definition above (at the first reach of the contact radius).
+- ``peak_contact_force_n``: largest norm of the contact force [N]; ``contact_impulse_n_s``:
+  norm of its time integral ``|∫F dt|`` over the trial [N s] (the debris' momentum change
+  from the contact).
+- Post-capture, over ``[t_c, t_c + W]`` from the capture ``t_c``:
+  ``residual_base_angular_velocity_rad_s`` and ``residual_debris_angular_velocity_rad_s``
+  (norms at the window's end; once captured the debris turns with the tool link),
+  ``post_capture_attitude_drift_rad`` (norm of the base's rotation-vector change over the
+  window).
+
 A trial that never reaches the target is a result: ``reached`` is False, every metric
 that depends on the reach is NaN, the rest are computed.
 """
@@ -104,6 +123,13 @@ class TrialMetrics:
     n_singular_ticks: int
     n_limited_ticks: int
     min_sigma_ratio: float
+    contact_normal_speed_m_s: float
+    contact_tangential_speed_m_s: float
+    peak_contact_force_n: float
+    contact_impulse_n_s: float
+    residual_base_angular_velocity_rad_s: float
+    residual_debris_angular_velocity_rad_s: float
+    post_capture_attitude_drift_rad: float
     duration_s: float
     n_ticks: int
     complete: bool
@@ -130,8 +156,8 @@ METRIC_DESCRIPTIONS: dict[str, str] = {
     "mse_centre_position_m2": "time mean of |p|^2 (error e of eq. 10) over the post-capture window",
     "mse_velocity_m2_s2": "time mean of |v_ee - v_target|^2 over the post-capture window",
     "post_capture_observed_s": "part of the post-capture window covered by the log",
-    "captured": "a contact (|p| - r <= tolerance) lasted a whole post-capture window",
-    "capture_time_s": "end of the first held post-capture window, from the first sample",
+    "captured": "the tool closed on the debris (older logs: a contact lasted a whole post-capture window)",
+    "capture_time_s": "when the tool closed, from the first sample (older logs: end of the held window)",
     "n_contacts": "contacts begun (a bounce starts a new one)",
     "min_surface_distance_m": "smallest |p| - r over the trial",
     "peak_base_torque_n_m": "largest norm of the base reaction torque",
@@ -147,6 +173,13 @@ METRIC_DESCRIPTIONS: dict[str, str] = {
     "n_singular_ticks": "ticks with a (reaction) singularity reported by the IK",
     "n_limited_ticks": "ticks with a joint limit clipped by the IK",
     "min_sigma_ratio": "smallest reaction-singularity gauge",
+    "contact_normal_speed_m_s": "closing speed of tool on debris at the first contact point",
+    "contact_tangential_speed_m_s": "tangential slip of tool on debris at the first contact point",
+    "peak_contact_force_n": "largest norm of the tool's contact force on the debris",
+    "contact_impulse_n_s": "norm of the contact force's time integral over the trial",
+    "residual_base_angular_velocity_rad_s": "|base angular velocity| at the end of the post-capture window",
+    "residual_debris_angular_velocity_rad_s": "|debris angular velocity| at the end of the post-capture window",
+    "post_capture_attitude_drift_rad": "base rotation over the post-capture window (from the capture)",
     "duration_s": "time from the first to the last sample",
     "n_ticks": "rows (servo ticks) in the log",
     "complete": "the writer finished the file (false: crashed or still running)",
@@ -394,6 +427,11 @@ def compute_metrics(trial: Trial) -> TrialMetrics:
             capture_time = window_end - t0
             break
 
+    contact_values = _contact_metrics(trial, time_s, window_s)
+    if _logs_contact(trial):
+        capture = trial.metadata.get("capture") or {}
+        captured_at = float(capture.get("t_s", NAN)) if trial.metadata.get("outcome") == "captured" else NAN
+        capture_time = captured_at - t0 if math.isfinite(captured_at) else NAN
     torque = np.linalg.norm(trial.vectors(trial_log.BASE_TORQUE), axis=1)
     attitude = np.linalg.norm(trial.vectors(trial_log.BASE_ATTITUDE), axis=1)
     finite_torque = np.isfinite(torque)
@@ -425,10 +463,49 @@ def compute_metrics(trial: Trial) -> TrialMetrics:
         n_singular_ticks=int(np.count_nonzero(trial.flag(trial_log.FLAG_SINGULAR))),
         n_limited_ticks=int(np.count_nonzero(trial.flag(trial_log.FLAG_LIMITED))),
         min_sigma_ratio=_nanmin(trial.frame[trial_log.SIGMA_RATIO].to_numpy(dtype=float)),
+        **contact_values,
         duration_s=float(time_s[-1]) - t0,
         n_ticks=n,
         complete=trial.complete,
     )
+
+
+def _logs_contact(trial: Trial) -> bool:
+    """The log carries contact physics and an outcome (format version 2 or later)."""
+    return all(name in trial.frame.columns for name in trial_log.CONTACT_FORCE) and "outcome" in trial.metadata
+
+
+CONTACT_METRICS: tuple[str, ...] = (
+    "contact_normal_speed_m_s", "contact_tangential_speed_m_s", "peak_contact_force_n", "contact_impulse_n_s",
+    "residual_base_angular_velocity_rad_s", "residual_debris_angular_velocity_rad_s",
+    "post_capture_attitude_drift_rad",
+)
+
+
+def _contact_metrics(trial: Trial, time_s: NDArray[np.float64], window_s: float) -> dict[str, float]:
+    """The contact-physics metrics (NaN for logs without them; see the module docstring)."""
+    values = {name: NAN for name in CONTACT_METRICS}
+    if not _logs_contact(trial):
+        return values
+    first = trial.metadata.get("first_contact") or {}
+    values["contact_normal_speed_m_s"] = float(first.get("normal_speed_m_s", NAN))
+    values["contact_tangential_speed_m_s"] = float(first.get("tangential_speed_m_s", NAN))
+    force = trial.vectors(trial_log.CONTACT_FORCE)
+    values["peak_contact_force_n"] = _nanmax(np.linalg.norm(force, axis=1)) if len(force) else NAN
+    dt = np.diff(time_s, prepend=time_s[0] - (time_s[1] - time_s[0] if len(time_s) > 1 else 0.0))
+    values["contact_impulse_n_s"] = float(np.linalg.norm((force * dt[:, None]).sum(axis=0)))
+    capture = trial.metadata.get("capture") or {}
+    captured_at = float(capture.get("t_s", NAN)) if trial.metadata.get("outcome") == "captured" else NAN
+    if math.isfinite(captured_at):
+        end = min(captured_at + window_s, float(time_s[-1]))
+        at = np.array([captured_at, end])
+        attitude = _interpolate_rows(time_s, trial.vectors(trial_log.BASE_ATTITUDE), at)
+        base_w = _interpolate_rows(time_s, trial.vectors(trial_log.BASE_ANGULAR_VELOCITY), at[1:])
+        debris_w = _interpolate_rows(time_s, trial.vectors(trial_log.DEBRIS_ANGULAR_VELOCITY), at[1:])
+        values["post_capture_attitude_drift_rad"] = float(np.linalg.norm(attitude[1] - attitude[0]))
+        values["residual_base_angular_velocity_rad_s"] = float(np.linalg.norm(base_w[0]))
+        values["residual_debris_angular_velocity_rad_s"] = float(np.linalg.norm(debris_w[0]))
+    return values
 
 
 def _reach_metrics(

@@ -93,7 +93,9 @@ class Trial:
         return self.frame[list(columns)].to_numpy(dtype=float)
 
     def flag(self, name: str) -> NDArray[np.bool_]:
-        """(n,) boolean flag column (missing values read as False)."""
+        """(n,) boolean flag column (missing values, and a flag an older format lacks, read as False)."""
+        if name not in self.frame.columns:
+            return np.zeros(len(self.frame), dtype=bool)
         return self.frame[name].fillna(False).to_numpy(dtype=bool)
 
     def joint_angles_rad(self) -> NDArray[np.float64]:
@@ -173,7 +175,8 @@ def make_trial(
             f"{where}: n_joints must be >= 1 and target_radius_m >= 0, "
             f"got {n_joints} and {radius}"
         )
-    missing = [name for name in trial_log.required_columns(n_joints) if name not in frame.columns]
+    version = int(metadata.get("format_version", trial_log.FORMAT_VERSION))
+    missing = [name for name in trial_log.required_columns(n_joints, version) if name not in frame.columns]
     if missing:
         shown = ", ".join(missing[:8]) + (" ..." if len(missing) > 8 else "")
         raise AnalysisError(f"{where}: not a trial log, missing columns: {shown}")

@@ -39,7 +39,10 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 #: The version this package writes; it reads every version up to this one.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: Version 2 added the contact columns (:data:`CONTACT_FORCE`, :data:`DEBRIS_ANGULAR_VELOCITY`),
+#: the ``contact`` and ``captured`` flags and the outcome metadata; version-1 files lack them.
+CONTACT_FORMAT_VERSION = 2
 METADATA_KEY = b"capture_trainer"
 AXES = ("x", "y", "z")
 
@@ -77,6 +80,11 @@ BASE_ATTITUDE = vector_columns("base_att", "rad")
 BASE_ANGULAR_VELOCITY = vector_columns("base_w", "rad_s")
 #: Smallest singular value of M (I - J+ J) divided by ||M|| (reaction singularity gauge).
 SIGMA_RATIO = "sigma_ratio"
+#: Contact force the capture tool exerts on the debris [N], task frame (zero without
+#: contact and after the tool has closed: the closed tool's constraint is not a contact).
+CONTACT_FORCE = vector_columns("contact_force", "n")
+#: The debris' angular velocity [rad/s], task frame.
+DEBRIS_ANGULAR_VELOCITY = vector_columns("debris_w", "rad_s")
 
 
 def joint_position_column(index: int) -> str:
@@ -98,7 +106,10 @@ FLAG_WATCHDOG = "watchdog"  # the watchdog is ramping force down (stale loop or 
 FLAG_REPLAN = "replan"  # the guidance recomputed its capture path on this tick
 FLAG_SINGULAR = "singular"  # the IK reported a (reaction) singularity on this tick
 FLAG_LIMITED = "limited"  # the IK clipped a joint position/velocity/acceleration limit
-FLAGS = (
+FLAG_CONTACT = "contact"  # the capture tool touches the debris' fixture (a contact carrying force)
+FLAG_CAPTURED = "captured"  # the tool has closed: the debris is attached (post-capture phase)
+#: The flags of format version 1 (the first eight of :data:`FLAGS`).
+FLAGS_V1 = (
     FLAG_ENGAGED,
     FLAG_CLUTCH,
     FLAG_SATURATED,
@@ -108,6 +119,7 @@ FLAGS = (
     FLAG_SINGULAR,
     FLAG_LIMITED,
 )
+FLAGS = FLAGS_V1 + (FLAG_CONTACT, FLAG_CAPTURED)
 
 
 def float_columns(n_joints: int) -> tuple[str, ...]:
@@ -131,6 +143,8 @@ def float_columns(n_joints: int) -> tuple[str, ...]:
         + (SIGMA_RATIO,)
         + tuple(joint_position_column(i) for i in range(n_joints))
         + tuple(joint_velocity_column(i) for i in range(n_joints))
+        + CONTACT_FORCE
+        + DEBRIS_ANGULAR_VELOCITY
     )
 
 
@@ -156,10 +170,25 @@ METADATA_KEYS = {
     "servo_timing": "object: period histogram, overruns, worst tick (optional)",
     "started_at": "str, local wall-clock time the trial was built (ISO 8601, optional)",
     "complete": "bool, false while the trial is being written, after a crash or a failed write",
-    "end_reason": "str: time_limit | captured | aborted | fault | write_failed (optional)",
+    "end_reason": "str: time_limit | captured | contact_window_done | left_reach | aborted | fault | "
+                  "write_failed (optional)",
+    "outcome": "str (version 2): captured | contact_lost | pushed_away | missed | timeout | aborted",
+    "outcome_at_s": "float (version 2): when it happened (capture, first contact or the end) [s]",
+    "outcome_reason": "str (version 2): one line saying why",
+    "first_contact": "object or null (version 2): t_s, point_m, normal, relative_velocity_m_s, "
+                     "normal_speed_m_s, tangential_speed_m_s (tool minus debris at the contact point)",
+    "capture": "object or null (version 2): t_s, relative_speed_m_s, gap_m, fixture_offset_m",
+    "payload": "object or null (version 2): mass_kg, com_m, inertia_kg_m2 in the tool link's frame",
+    "contact_model": "str (version 2): physics (PyBullet debris body) | proximity (no physics engine)",
+    "fixture_radius_m": "float (version 2): the debris' grapple fixture radius; target_radius_m adds "
+                        "the tool tip's radius (the first touch)",
     "write_error": "str, why writing the file failed (only after a failed write)",
     "rows": "int, rows in the file (written by the recorder)",
 }
+
+#: Metadata keys that version 2 added (a version-1 file lacks them).
+METADATA_KEYS_ADDED_IN_V2 = frozenset({"outcome", "outcome_at_s", "outcome_reason", "first_contact", "capture",
+                                       "payload", "contact_model", "fixture_radius_m"})
 
 #: Longest text (any string in the metadata, at any depth, keys included) [UTF-8 bytes].
 #: The metadata is rewritten with every flush of a running trial, so it must stay small.
@@ -227,9 +256,14 @@ class LogSchema:
         return pa.Table.from_arrays(list(columns), schema=self.arrow_schema(metadata_json))
 
 
-def required_columns(n_joints: int) -> tuple[str, ...]:
-    """Every column the contract requires of a model with ``n_joints`` joints."""
-    return LogSchema.for_model(n_joints).names
+def required_columns(n_joints: int, format_version: int = FORMAT_VERSION) -> tuple[str, ...]:
+    """Every column the contract requires of a model with ``n_joints`` joints, in a file
+    of ``format_version`` (version 1 had no contact columns and flags)."""
+    names = LogSchema.for_model(n_joints).names
+    if format_version >= CONTACT_FORMAT_VERSION:
+        return names
+    added = set(CONTACT_FORCE + DEBRIS_ANGULAR_VELOCITY + (FLAG_CONTACT, FLAG_CAPTURED))
+    return tuple(name for name in names if name not in added)
 
 
 def encode_metadata(metadata: Mapping[str, Any]) -> bytes:

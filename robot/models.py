@@ -129,6 +129,29 @@ class Link:
 
 
 @dataclass(frozen=True)
+class CaptureTool:
+    """The capture probe on the end effector (drawn in the window; the arm's only
+    collision shape, see :mod:`robot.debris`).
+
+    A sphere of radius ``tip_radius_m`` centred on the end-effector point. The capture
+    envelope is the sphere of radius ``envelope_radius_m`` about that point: the tool
+    can close on a grapple fixture whose centre is inside it.
+
+    Attributes:
+        tip_radius_m: probe tip radius [m].
+        envelope_radius_m: capture envelope radius about the end-effector point [m].
+    """
+
+    tip_radius_m: float = 0.0016
+    envelope_radius_m: float = 0.012
+
+    def __post_init__(self) -> None:
+        if not (0.0 < self.tip_radius_m < self.envelope_radius_m and math.isfinite(self.envelope_radius_m)):
+            raise ValueError(f"capture tool: need 0 < tip_radius_m < envelope_radius_m, got {self.tip_radius_m}, "
+                             f"{self.envelope_radius_m}")
+
+
+@dataclass(frozen=True)
 class KinematicArrays:
     """The model packed into contiguous arrays for the compiled kernels (robot._kernels).
 
@@ -192,6 +215,7 @@ class ManipulatorModel:
         qd_max_rad_s: joint rate limits [rad/s]; qdd_max_rad_s2: acceleration limits [rad/s^2].
         ee_offset_m: end-effector point in the last link frame [m].
         ee_link: name of the link that carries the end effector (the last link).
+        capture_tool: the capture probe at the end-effector point.
         description: one line for listings.
     """
 
@@ -211,6 +235,7 @@ class ManipulatorModel:
     ee_offset_m: Vec3
     description: str = ""
     ee_link: str = field(default="")
+    capture_tool: CaptureTool = field(default_factory=CaptureTool)
 
     def __post_init__(self) -> None:
         n = len(self.links)

@@ -2,8 +2,9 @@
 
 Set-up (each a measured necessity with pybullet 3.2.7):
     * DIRECT by default (GUI on request), gravity zero, the base floating, fixed step ``dt_s``.
-    * Masses and inertias from the URDF (``URDF_USE_INERTIA_FROM_FILE``; the URDF has no
-      collision shapes, so there are no contacts either).
+    * Masses and inertias from the URDF (``URDF_USE_INERTIA_FROM_FILE``; the URDF's one
+      collision shape is the capture probe, so the only contact is probe-debris when a
+      debris is added with :meth:`PyBulletArm.add_debris`).
     * Link linear and angular damping set to 0 (default 0.04 drains momentum).
     * Velocity motors with a large force limit track the commanded joint rate exactly.
       The motor constraints are solved directly (``CONSTRAINT_SOLVER_LCP_DANTZIG``, an
@@ -39,7 +40,9 @@ from numpy.typing import NDArray
 from capture_trainer.errors import ArmError, PhysicsError
 from robot import _kernels as kern
 from robot.arm import ArmMeasurement, ArmState, BaseState, JointCommand
+from robot.debris import DebrisSpec, PathMotion
 from robot.models import ManipulatorModel
+from robot.pybullet_debris import PyBulletDebris
 from robot.urdf import model_urdf
 
 log = logging.getLogger(__name__)
@@ -151,6 +154,7 @@ class PyBulletArm:
         self._measurement.base_angular_velocity_rad_s = cast(BaseState, self._state.base).angular_velocity_rad_s
         self._points = np.zeros((n + 2, 3))
         self._arena = np.empty(kern.arena_size(n))  # scratch space of the read-out kernel
+        self.debris: PyBulletDebris | None = None
         self.reset()
 
     # ----------------------------------------------------------------- set-up
@@ -282,6 +286,43 @@ class PyBulletArm:
                            arrays.joint_axis, arrays.ee_offset, arrays.base_inertia, self.dt_s, out.ee_position_m,
                            out.ee_velocity_m_s, out.base_attitude_rad, out.base_torque_n_m, self._arena)
         return out
+
+    def add_debris(self, spec: DebrisSpec, prediction: PathMotion) -> PyBulletDebris:
+        """Put the debris into this arm's world (:class:`robot.debris.SimulatesDebris`);
+        the returned scene is read once per tick after :meth:`advance`."""
+        self.debris = PyBulletDebris(self._pb, self._client, self._body, self._n - 1,
+                                     self.model.capture_tool.tip_radius_m, self.model.links[-1].com_m, spec,
+                                     prediction, self.dt_s, tool_mass_kg=self.tool_effective_mass_kg())
+        return self.debris
+
+    def tool_effective_mass_kg(self) -> float:
+        """The smallest mass the end effector presents to a push [kg]: base and arm as one
+        rigid body (joints held), ``1/m(n) = 1/M + (r × n)ᵀ I⁻¹ (r × n)`` with ``M``, ``I``
+        the composite mass and inertia about the composite centre of mass and ``r`` the
+        end effector from it, minimised over the push direction ``n``."""
+        pb, client, body = self._pb, self._client, self._body
+        masses, centres, inertias = [], [], []
+        position, orientation = pb.getBasePositionAndOrientation(body, physicsClientId=client)
+        rotation = np.array(pb.getMatrixFromQuaternion(orientation)).reshape(3, 3)
+        masses.append(self.model.base_mass_kg)
+        centres.append(np.array(position))
+        inertias.append(rotation @ np.array(self.model.base_inertia_kg_m2) @ rotation.T)
+        for index, link in enumerate(self.model.links):
+            state = pb.getLinkState(body, index, computeForwardKinematics=1, physicsClientId=client)
+            rotation = np.array(pb.getMatrixFromQuaternion(state[1])).reshape(3, 3)
+            masses.append(link.mass_kg)
+            centres.append(np.array(state[0]))
+            inertias.append(rotation @ np.diag(link.inertia_kg_m2) @ rotation.T)
+        total = float(sum(masses))
+        centre = sum(m * c for m, c in zip(masses, centres)) / total
+        inertia = np.zeros((3, 3))
+        for m, c, i in zip(masses, centres, inertias):
+            d = c - centre
+            inertia += i + m * (float(d @ d) * np.eye(3) - np.outer(d, d))
+        r = self.measure().ee_position_m - centre
+        cross = np.array([[0.0, -r[2], r[1]], [r[2], 0.0, -r[0]], [-r[1], r[0], 0.0]])
+        mobility = np.eye(3) / total + cross.T @ np.linalg.inv(inertia) @ cross
+        return float(1.0 / np.linalg.eigvalsh(mobility).max())
 
     def link_positions_m(self) -> NDArray[np.float64]:
         """(n_joints + 2, 3) points for drawing, task frame: base centre, joint origins,

@@ -21,13 +21,14 @@ for that tick and counts it in :attr:`SlaveController.fault_count`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numpy.typing import NDArray
 
 from robot import _kernels as kern
 from robot.arm import ArmBackend, JointCommand
+from robot.debris import Payload, combined_link_mass
 from robot.ik import IKSettings, settings_vector, solver_code
 from robot.models import ManipulatorModel
 
@@ -114,6 +115,7 @@ class SlaveController:
         self.settings = settings or IKSettings()
         self._a = model.arrays
         self._params = settings_vector(self.settings, solver, dt_s, k_p, k_d)
+        self._tuning = (solver, dt_s, k_p, k_d)
         self._qdd = np.zeros(n)
         self._status_vec = np.zeros(kern.N_STATUS)
         self._diag = np.zeros(8)
@@ -124,6 +126,20 @@ class SlaveController:
         self._jac_pinv = self._status.jacobian_pinv
         self._arena = np.empty(kern.arena_size(n))  # the compiled tick's scratch space
         self.fault_count = 0
+        self.payload: Payload | None = None
+
+    def attach_payload(self, payload: Payload) -> None:
+        """A captured payload is now rigidly part of the last link: the momentum maps
+        (``M``, ``n`` of eq. 2) and the base-torque prediction use the combined link
+        (mass, centre of mass and inertia in that link's frame, parallel-axis theorem)."""
+        a = self._a
+        mass, com, inertia = combined_link_mass(float(a.link_mass[-1]), a.link_com[-1], a.link_inertia[-1], payload)
+        link_mass, link_com, link_inertia = a.link_mass.copy(), a.link_com.copy(), a.link_inertia.copy()
+        link_mass[-1], link_com[-1], link_inertia[-1] = mass, com, inertia
+        self._a = replace(a, link_mass=link_mass, link_com=link_com, link_inertia=link_inertia)
+        self.payload = payload
+        self.settings = replace(self.settings, singularity_priority="reaction")
+        self._params = settings_vector(self.settings, *self._tuning)
 
     @property
     def status(self) -> SlaveStatus:

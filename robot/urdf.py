@@ -3,8 +3,10 @@
 The base link's frame is the base centre of mass; every link's inertial frame has the
 link frame's orientation (``rpy = 0``) so that PyBullet's centre-of-mass frame and the
 model's link frame share axes. No collision shapes are written: the plant is a
-free-floating multibody without contacts, and without collision shapes PyBullet takes
+free-floating multibody without self-contacts, and without collision shapes PyBullet takes
 masses and inertias only from the file (load it with ``URDF_USE_INERTIA_FROM_FILE``).
+The one exception is the capture probe (``model.capture_tool``): a sphere on the last
+link at the end-effector point, the shape that touches the debris (:mod:`robot.debris`).
 The first joint's origin folds the mounting pose in, so joint indices are 0..n-1 and
 the end effector is a point (``ee_offset_m``) in the last link's frame.
 """
@@ -75,6 +77,12 @@ def model_urdf(model: ManipulatorModel) -> str:
         parts.append(f'  <link name="{link.name}">\n')
         parts.append(_inertial(link.mass_kg, link.com_m, inertia))
         parts.append(_link_visual(link, _LINK_RGBA[i % 2]))
+        if i == model.n_joints - 1:
+            parts.append(
+                f'    <collision>\n      <origin xyz="{_vec(model.ee_offset_m)}" rpy="0 0 0"/>\n'
+                f'      <geometry><sphere radius="{model.capture_tool.tip_radius_m:.17g}"/></geometry>\n'
+                '    </collision>\n'
+            )
         parts.append("  </link>\n")
         if i == 0:
             xyz = tuple(float(v) for v in (mount_rot @ link.joint_xyz_m) + model.mount_xyz_m)

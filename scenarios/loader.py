@@ -35,6 +35,7 @@ from scenarios.schema import (
     MOTION_KINDS,
     SATURATION_MODES,
     CaptureConfig,
+    DebrisConfig,
     FixturesConfig,
     GuidanceConfig,
     LawFacts,
@@ -343,9 +344,34 @@ def _capture(root: _Table) -> CaptureConfig:
         "tolerance_m": t.number("tolerance_m", 0.0, minimum=0.0, maximum=0.1),
         "post_capture_window_s": t.number("post_capture_window_s", 1.0, minimum=0.0, strict=True, maximum=60.0),
         "time_limit_s": t.number("time_limit_s", 10.0, minimum=0.0, strict=True, maximum=MAX_TIME_LIMIT_S),
+        "capture_speed_m_s": t.number("capture_speed_m_s", 0.05, minimum=0.0, strict=True, maximum=MAX_SPEED_M_S),
+        "hold_s": t.number("hold_s", 0.1, minimum=0.0, maximum=10.0),
+        "hold_gap_m": t.number("hold_gap_m", 0.001, minimum=0.0, maximum=0.1),
     }
     t.finish()
     return CaptureConfig(**values)
+
+
+def _debris(root: _Table) -> DebrisConfig:
+    t = root.table("debris")
+    values: dict[str, Any] = {
+        "mass_kg": t.number("mass_kg", 20.0, minimum=0.0, strict=True, maximum=1e5),
+        "inertia_kg_m2": t.vec3("inertia_kg_m2"),
+        "size_m": t.vec3("size_m", (0.2, 0.2, 0.2)),
+        "contact_frequency_rad_s": t.number("contact_frequency_rad_s", 60.0, minimum=1.0, maximum=300.0),
+        "contact_damping_ratio": t.number("contact_damping_ratio", 0.5, minimum=0.0, maximum=0.95),
+        "friction": t.number("friction", 0.3, minimum=0.0, maximum=2.0),
+    }
+    inertia, size = values["inertia_kg_m2"], values["size_m"]
+    if inertia is not None and not (all(v > 0.0 for v in inertia) and max(inertia) <= 1e6):
+        t.fail("inertia_kg_m2", "3 positive principal moments of at most 1e6 kg m²", inertia)
+        values["inertia_kg_m2"] = None
+    elif inertia is not None and 2.0 * max(inertia) > sum(inertia) * (1.0 + 1e-9):
+        t.fail("inertia_kg_m2", "principal moments that satisfy the triangle inequality (a rigid body)", inertia)
+    if size is not None and not all(0.0 < v <= 20.0 for v in size):
+        t.fail("size_m", "3 edge lengths > 0 and <= 20 m", size)
+    t.finish()
+    return DebrisConfig(**{k: v for k, v in values.items() if v is not None or k == "inertia_kg_m2"})
 
 
 def _guidance(root: _Table, laws: Lookup[LawFacts]) -> GuidanceConfig:
@@ -420,6 +446,7 @@ def scenario_from_dict(data: dict[str, Any], source: str, default_name: str, *, 
         target=_target(root, planar),
         description=description,  # type: ignore[arg-type]
         capture=_capture(root),
+        debris=_debris(root),
         guidance=_guidance(root, vocabulary.laws),
         fixtures=_fixtures(root),
         mapping=_mapping(root),

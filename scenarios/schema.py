@@ -120,14 +120,55 @@ class CaptureConfig:
     """When a capture counts and how long a trial runs.
 
     Attributes:
-        tolerance_m: reached while ``distance − radius ≤ tolerance_m`` [m].
-        post_capture_window_s: window after the first reach for the MSE metrics [s].
+        tolerance_m: reached while ``distance − radius ≤ tolerance_m`` [m] (the
+            analysis' kinematic contact intervals).
+        post_capture_window_s: window after the first reach for the MSE metrics, and how
+            long a trial goes on after the capture or the first contact [s].
         time_limit_s: the trial ends after this [s].
+        capture_speed_m_s: the tool may close only while the relative speed of debris
+            and end effector is at most this, in a contact whose closing speed was at
+            most this [m/s] (``trials.capture_event``).
+        hold_s: how long the capture conditions must hold before the tool closes [s].
+        hold_gap_m: largest surface gap between tool and fixture that still counts as
+            touching during the hold [m].
     """
 
     tolerance_m: float = 0.0
     post_capture_window_s: float = 1.0
     time_limit_s: float = 10.0
+    capture_speed_m_s: float = 0.05
+    hold_s: float = 0.1
+    hold_gap_m: float = 0.001
+
+
+@dataclass(frozen=True)
+class DebrisConfig:
+    """The debris as a body (``robot.debris``): its grapple fixture is the target sphere.
+
+    Attributes:
+        mass_kg: [kg] (a few kg of fragment up to the 500-4500 kg payloads of Yang & Konno).
+        inertia_kg_m2: principal moments about the centre of mass, along the task axes
+            at ``t = 0`` [kg m²]; ``None``: a solid box of ``size_m`` and ``mass_kg``.
+        size_m: the drawn body around the centre of mass [m] (visual only).
+        contact_frequency_rad_s: natural frequency of the spring-damper contact [rad/s].
+        contact_damping_ratio: its damping ratio (restitution ``exp(−ζπ/sqrt(1−ζ²))``).
+        friction: Coulomb friction coefficient between tool and fixture.
+    """
+
+    mass_kg: float = 20.0
+    inertia_kg_m2: Vec3 | None = None
+    size_m: Vec3 = (0.2, 0.2, 0.2)
+    contact_frequency_rad_s: float = 60.0
+    contact_damping_ratio: float = 0.5
+    friction: float = 0.3
+
+    def principal_inertia_kg_m2(self) -> Vec3:
+        """The inertia's principal moments [kg m²] (the box's when not given)."""
+        if self.inertia_kg_m2 is not None:
+            return self.inertia_kg_m2
+        a, b, c = self.size_m
+        m = self.mass_kg
+        return (m * (b * b + c * c) / 12.0, m * (a * a + c * c) / 12.0, m * (a * a + b * b) / 12.0)
 
 
 @dataclass(frozen=True)
@@ -210,6 +251,7 @@ class Scenario:
     target: TargetConfig
     description: str = ""
     capture: CaptureConfig = field(default_factory=CaptureConfig)
+    debris: DebrisConfig = field(default_factory=DebrisConfig)
     guidance: GuidanceConfig = field(default_factory=GuidanceConfig)
     fixtures: FixturesConfig = field(default_factory=FixturesConfig)
     mapping: MappingConfig = field(default_factory=MappingConfig)
@@ -236,6 +278,7 @@ class Scenario:
         del data["source"]
         data["guidance"] = self.guidance.as_dict()
         data["robot"] = {k: v for k, v in data["robot"].items() if v is not None}
+        data["debris"] = {k: v for k, v in data["debris"].items() if v is not None}
         plain: dict[str, Any] = _lists(data)
         return plain
 

@@ -15,7 +15,8 @@ search (:mod:`trials.pose_search`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -23,10 +24,11 @@ from numpy.typing import NDArray
 from capture_trainer import trial_log
 from guidance.law import NoGuidance
 from robot.backends import ARM_BACKENDS
+from robot.debris import CaptureScene, DebrisSpec, SimulatesDebris
 from robot.ik import IKSettings
-from robot.models import ManipulatorModel, get_model
+from robot.models import ManipulatorModel, box_inertia, get_model
 from robot.slave import SlaveController
-from scenarios.motion import LinearMotion
+from scenarios.motion import LinearMotion, TargetMotion
 from trials.clocks import HeadlessClock
 from trials.commanders import ControllerCommander
 from trials.tick import ServoTick, TickLimits, TrialParts
@@ -92,6 +94,8 @@ class AutoCaptureResult:
     of the constrained torque components, measured), ``base_attitude_drift_rad`` (largest
     |attitude| seen), ``sigma_ratio_min``, ``singularity_detected``, ``peak_joint_rate_rad_s``,
     ``peak_joint_rate_fraction`` (largest |q̇_i| / q̇_max,i), ``max_tracking_error_after_capture_m``.
+    With a debris body: ``captured`` is the tool closing, at ``captured_at_s``, carrying
+    ``payload_mass_kg``.
     """
 
     model: str
@@ -125,6 +129,8 @@ class AutoCaptureResult:
     peak_joint_rate_fraction: float
     max_tracking_error_after_capture_m: float
     fault_count: int
+    captured_at_s: float = math.nan
+    payload_mass_kg: float = 0.0
 
     def window(self, end_s: float) -> slice:
         """Rows with ``t_s <= end_s``."""
@@ -137,7 +143,8 @@ def run_automatic_capture(model_name: str, solver: str = "lse", duration_s: floa
                           target_radius_m: float = 0.0044, dt_s: float = 1e-3, k_p: float = 7.7, k_d: float = 5.0,
                           q0_rad: NDArray[np.float64] | None = None, settings: IKSettings | None = None,
                           hold_tolerance_m: float = 0.005,
-                          model: ManipulatorModel | None = None) -> AutoCaptureResult:
+                          model: ManipulatorModel | None = None,
+                          debris_mass_kg: float | None = None) -> AutoCaptureResult:
     """Run the automatic capture headless on the PyBullet plant, through the servo tick.
 
     Args:
@@ -154,6 +161,10 @@ def run_automatic_capture(model_name: str, solver: str = "lse", duration_s: floa
             1 s after the first reach and still count as captured [m].
         model: a ManipulatorModel overriding the registry (e.g. ``with_base``); its name
             must still be ``model_name``'s.
+        debris_mass_kg: simulate the debris as a body of this mass (a 0.2 m cube, the
+            target radius its fixture) with contact physics; the tool closes on it
+            (``trials.capture_event``) and the arm carries it to rest. None: the paper's
+            kinematic target, nothing closes.
     """
     model = model or get_model(model_name)
     steps = int(round(duration_s / dt_s))
@@ -161,15 +172,33 @@ def run_automatic_capture(model_name: str, solver: str = "lse", duration_s: floa
     try:
         slave = SlaveController(model, arm, solver=solver, k_p=k_p, k_d=k_d, dt_s=dt_s, settings=settings)
         start = arm.measure().ee_position_m.copy()
-        target = LinearMotion(start + np.asarray(target_offset_m, dtype=float), target_velocity_m_s)
+        fixture0 = start + np.asarray(target_offset_m, dtype=float)
+        target: TargetMotion = LinearMotion(fixture0, target_velocity_m_s)
+        scene: CaptureScene | None = None
+        commander = ControllerCommander(target)
+        radius = target_radius_m
+        if debris_mass_kg is not None:
+            size = (0.2, 0.2, 0.2)
+            inertia = box_inertia(debris_mass_kg, size)
+            spec = DebrisSpec(debris_mass_kg, ((inertia[0], 0.0, 0.0), (0.0, inertia[1], 0.0), (0.0, 0.0, inertia[2])),
+                              target_radius_m, (float(fixture0[0]), float(fixture0[1]), float(fixture0[2])),
+                              velocity_m_s=(float(target_velocity_m_s[0]), float(target_velocity_m_s[1]),
+                                            float(target_velocity_m_s[2])), size_m=size)
+            scene = cast(SimulatesDebris, arm).add_debris(spec, target)
+            target, radius = scene, scene.contact_radius_m
+            commander = ControllerCommander(scene, scene.contact_radius_m, scene.reading)
         recorder = MemoryRecorder(model.n_joints, steps, slave.status.base_torque_predicted_n_m)
-        parts = TrialParts(ControllerCommander(target), slave, arm, target, NoGuidance(), recorder)
-        tick = ServoTick(parts, TickLimits(dt_s, steps, target_radius_m, math.inf))
+        parts = TrialParts(commander, slave, arm, target, NoGuidance(), recorder, scene)
+        tick = ServoTick(parts, TickLimits(dt_s, steps, radius, math.inf))
         HeadlessClock(dt_s).run(tick, steps)
     finally:
         arm.close()
-    return summarise(model_name, solver, dt_s, _arrays(recorder, model, target_radius_m), hold_tolerance_m,
-                     model.arrays.reaction_rows, model.qd_max_rad_s, slave.fault_count)
+    result = summarise(model_name, solver, dt_s, _arrays(recorder, model, radius), hold_tolerance_m,
+                       model.arrays.reaction_rows, model.qd_max_rad_s, slave.fault_count)
+    if scene is None:
+        return result
+    return replace(result, captured=tick.monitor.captured, captured_at_s=tick.monitor.captured_at_s,
+                   payload_mass_kg=float(debris_mass_kg or 0.0))
 
 
 def _arrays(recorder: MemoryRecorder, model: ManipulatorModel, radius_m: float) -> dict[str, NDArray]:

@@ -16,6 +16,7 @@ Both fill caller-owned (3,) arrays and allocate nothing per tick.
 
 from __future__ import annotations
 
+import math
 from typing import Protocol
 
 import numpy as np
@@ -25,6 +26,7 @@ from capture_trainer import trial_log
 from guidance.rendering import ForceRenderer
 from haptics.device import BUTTON_ENGAGE, Device, DeviceState, SimulatedHand
 from haptics.mapping import WorkspaceMapping
+from robot.debris import DebrisReading
 from scenarios.motion import TargetMotion
 
 Vec3 = NDArray[np.float64]
@@ -42,6 +44,8 @@ BIT_WATCHDOG = _bit(trial_log.FLAG_WATCHDOG)
 BIT_REPLAN = _bit(trial_log.FLAG_REPLAN)
 BIT_SINGULAR = _bit(trial_log.FLAG_SINGULAR)
 BIT_LIMITED = _bit(trial_log.FLAG_LIMITED)
+BIT_CONTACT = _bit(trial_log.FLAG_CONTACT)
+BIT_CAPTURED = _bit(trial_log.FLAG_CAPTURED)
 
 
 class Commander(Protocol):
@@ -90,6 +94,10 @@ class Commander(Protocol):
 
     def zero_force(self) -> None:
         """Command zero force now (after a fault); never raises."""
+        ...
+
+    def captured(self, t_s: float, ee_position_m: Vec3, ee_velocity_m_s: Vec3) -> None:
+        """The tool has just closed on the debris (task frame end effector)."""
         ...
 
 
@@ -195,17 +203,53 @@ class HapticCommander(_Buffers):
         except Exception:  # noqa: BLE001 - the error that caused the fault is the one to report
             pass
 
+    def captured(self, t_s: float, ee_position_m: Vec3, ee_velocity_m_s: Vec3) -> None:
+        """The person keeps commanding the arm, now carrying the payload."""
+
 
 class ControllerCommander(_Buffers):
-    """The automatic capture (AS): the slave is commanded with the target's state at ``t``.
+    """The automatic capture (AS): the slave is commanded with the target's state at ``t``
+    (eq. 10). After the capture the payload coasts: the command continues the end
+    effector's state at the capture ``t_c``, ``x = x_c + v_c (t − t_c)``, ``a = 0``. That
+    is what a free-floating arm can do without turning its base: a payload moving in a
+    straight line at constant velocity keeps its angular momentum about any point, so the
+    arm's light links need not compensate anything, while bringing a payload much heavier
+    than the arm to rest off the line through the system's centre of mass would need its
+    angular momentum to go somewhere, and only the base can take it (a reaction
+    singularity of the combined system; measured on the planar arm with a 10x payload:
+    sigma_ratio 0.003 and 71° of base rotation within 1 s). Stabilising and moving the
+    payload is the job of the post-capture behaviours.
+
+    With a physical debris the command is the point ``standoff_m`` short of the fixture
+    centre, toward the end effector (``p − s (p − ee)/|p − ee|``, with the debris'
+    velocity and acceleration): the tool comes to rest *on* the fixture's surface at the
+    debris' velocity instead of pressing toward its centre, which would push the debris
+    with the arm's full stiffness. With ``standoff_m = 0`` it is the paper's law (eq. 10 on
+    the debris centre).
 
     Args:
         target: the debris' motion (task frame).
+        standoff_m: the contact radius to stop short by [m].
+        reading: the scene's reading (its ``offset_m`` = fixture − end effector), needed
+            when ``standoff_m > 0``.
     """
 
-    def __init__(self, target: TargetMotion) -> None:
+    def __init__(self, target: TargetMotion, standoff_m: float = 0.0, reading: DebrisReading | None = None) -> None:
         super().__init__()
+        if standoff_m > 0.0 and reading is None:
+            raise ValueError("a standoff needs the scene's reading")
         self.target = target
+        self.standoff_m = float(standoff_m)
+        self._reading = reading
+        self._captured_at_s = math.nan
+        self._coast_from_m = np.zeros(3)
+        self._coast_v_m_s = np.zeros(3)
+
+    def captured(self, t_s: float, ee_position_m: Vec3, ee_velocity_m_s: Vec3) -> None:
+        """Coast from the end effector's state at the capture."""
+        self._captured_at_s = t_s
+        self._coast_from_m[:] = ee_position_m
+        self._coast_v_m_s[:] = ee_velocity_m_s
 
     @property
     def clutched(self) -> bool:
@@ -215,7 +259,20 @@ class ControllerCommander(_Buffers):
         """Nothing to anchor: the command is the target itself."""
 
     def command(self, t_s: float, pos_out: Vec3, vel_out: Vec3, acc_out: Vec3) -> None:
-        self.target.state(t_s, pos_out, vel_out, acc_out)
+        if self._captured_at_s != self._captured_at_s:
+            self.target.state(t_s, pos_out, vel_out, acc_out)
+            if self._reading is not None and self.standoff_m > 0.0:
+                offset = self._reading.offset_m
+                norm = math.sqrt(offset[0] * offset[0] + offset[1] * offset[1] + offset[2] * offset[2])
+                if norm > 0.0:
+                    scale = self.standoff_m / norm
+                    for i in range(3):
+                        pos_out[i] -= scale * offset[i]
+            return
+        np.multiply(self._coast_v_m_s, t_s - self._captured_at_s, out=pos_out)
+        pos_out += self._coast_from_m
+        vel_out[:] = self._coast_v_m_s
+        acc_out[:] = 0.0
 
     def render(self, guidance_task_n: Vec3) -> None:
         """Nobody feels a force."""

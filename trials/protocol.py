@@ -5,7 +5,8 @@ A protocol is a TOML file (or a built-in name such as ``paper-2019``)::
     name = "paper-2019"
     description = "Li & Yan 2019: DG, NG, APF x 3 repetitions, plus AS"
     seed = 2019                       # seeds the population and every trial
-    scenarios = ["paper-2019"]        # built-in names or paths to scenario files
+    scenarios = ["paper-2019"]        # built-in names or paths to scenario files (relative
+                                      # to the protocol file's folder)
     conditions = ["dg", "ng", "apf"]  # counterbalanced per participant (Latin square)
     repetitions = 3
     controller_conditions = ["as"]    # run by the controller alone, no participant
@@ -18,12 +19,15 @@ A protocol is a TOML file (or a built-in name such as ``paper-2019``)::
     # ids = ["P01", "P02"]            # human: participant ids
 
 Every field is checked on loading; an error names the file, the field and what was
-expected. Condition names come from :data:`trials.conditions.CONDITIONS`, simulated
-kinds from :data:`haptics.participants.PARTICIPANT_PRESETS`, built-in protocol names from
+expected. A relative scenario path in a protocol file is resolved against the protocol
+file's folder when the file is loaded (:func:`load_protocol`), so the loaded
+:class:`Protocol` names the file the study runs wherever it is started from. Condition
+names come from :data:`trials.conditions.CONDITIONS`, simulated kinds from :data:`haptics.participants.PARTICIPANT_PRESETS`, built-in protocol names from
 :func:`builtin_protocols` (the ``trials/protocols/*.toml`` files).
 
 Seeds: the protocol's seed samples the population and, per planned trial,
-:func:`run_seed` gives the trial's run seed; the runner combines that with the
+:func:`run_seed` gives the trial's run seed (from the scenario's trial name, not from
+where its file lies); the runner combines that with the
 scenario's own seed, the participant and the repetition
 (:func:`scenarios.seeding.trial_seed`).
 """
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 from dataclasses import asdict, dataclass, field
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -47,6 +52,7 @@ from scenarios.toml_in import (
     file_reference,
     is_number,
     parse_toml,
+    problem_lines,
     read_toml_file,
     text_problem,
 )
@@ -92,7 +98,13 @@ class ParticipantPlan:
 
 @dataclass(frozen=True)
 class Protocol:
-    """A loaded, validated study protocol."""
+    """A loaded, validated study protocol.
+
+    ``scenarios`` holds the references the study runs: built-in names and absolute paths
+    as written, and relative paths of a protocol file joined to that file's folder
+    (:func:`load_protocol`); relative paths of a protocol built in code stay relative to
+    the current folder.
+    """
 
     name: str
     description: str
@@ -152,12 +164,15 @@ def load_protocol(name_or_path: str | Path) -> Protocol:
 
     Every field is checked, and every scenario the protocol names is loaded and checked
     too, so a protocol that loads can be run: nothing needs to be written before its
-    problems are known.
+    problems are known. A relative scenario path in a protocol file is resolved against
+    the file's folder (see :func:`_scenario_file`); the returned protocol holds the
+    resolved path, so it runs the same file whatever the current folder.
 
     Raises:
         ScenarioError: the file cannot be read or parsed (one line), or it has problems:
             a :class:`~scenarios.toml_in.ProblemsError` listing every one, the protocol's
-            own and its scenarios' (``FILE: scenarios[1]: SCENARIO: FIELD: ...``).
+            own and its scenarios' (``FILE: scenarios[1]: SCENARIO: FIELD: ...``; for a
+            relative path, ``SCENARIO`` as written and `` (resolved: PATH)`` at the end).
     """
     reference = str(name_or_path)
     wrong = text_problem(reference, max_bytes=MAX_REFERENCE_BYTES, allow_empty=False, single_line=True)
@@ -167,15 +182,25 @@ def load_protocol(name_or_path: str | Path) -> Protocol:
     if path is not None:
         source = reference
         data = read_toml_file(path, source)
-    else:
-        source = f"<built-in {reference}>"
-        data = parse_toml(builtin_protocols().get(reference).read_text(encoding="utf-8"), source)
+        return _parse(data, source, _folder_of(path, source))
+    source = f"<built-in {reference}>"
+    data = parse_toml(builtin_protocols().get(reference).read_text(encoding="utf-8"), source)
     return _parse(data, source)
+
+
+def _folder_of(path: Path, source: str) -> Path:
+    """The absolute folder of the protocol file ``path`` (links not followed)."""
+    try:
+        return path.absolute().parent
+    except OSError as error:  # the current folder is gone
+        raise ScenarioError(f"{source}: cannot tell the protocol file's folder: {error.strerror or error}") from None
 
 
 def validate_protocol(protocol: Protocol) -> None:
     """Check a protocol built in code as :func:`load_protocol` checks a file (every field,
-    the bounds, and every scenario it names, loaded).
+    the bounds, and every scenario it names, loaded). Its scenario references are taken
+    as they are (a loaded protocol's are already resolved; a relative path is relative to
+    the current folder).
 
     Raises:
         ProblemsError: every problem, one line each.
@@ -254,8 +279,12 @@ class _Fields:
         return string
 
 
-def _parse(data: dict[str, Any], source: str) -> Protocol:
+def _parse(data: dict[str, Any], source: str, base: Path | None = None) -> Protocol:
     """Validate parsed protocol ``data`` completely (its scenarios included).
+
+    Args:
+        base: the protocol file's folder, against which relative scenario paths are
+            resolved (None: they are kept as written).
 
     Raises:
         ProblemsError: every problem, one line each.
@@ -265,7 +294,8 @@ def _parse(data: dict[str, Any], source: str) -> Protocol:
     name = fields.text("name", None, allow_empty=False)
     description = fields.text("description", "")
     seed = fields.integer("seed", 0, 0, MAX_SEED)
-    scenarios = _scenario_references(fields)
+    references = _scenario_references(fields, base)
+    scenarios = None if references is None else tuple(resolved for _, resolved in references)
     conditions = _conditions(fields, "conditions", allow_empty=False)
     controller = _conditions(fields, "controller_conditions", allow_empty=True)
     repetitions = fields.integer("repetitions", 1, 1, MAX_REPETITIONS)
@@ -291,15 +321,16 @@ def _parse(data: dict[str, Any], source: str) -> Protocol:
                 "", f"expected at most {MAX_PLANNED_TRIALS} planned trials (participants x conditions x "
                 f"repetitions x scenarios, plus the controller's), got {planned}",
             )
-    if scenarios is not None:
-        _check_scenarios(problems, scenarios)
+    if references is not None:
+        _check_scenarios(problems, references)
     problems.check()
     return protocol
 
 
-def _scenario_references(fields: _Fields) -> tuple[str, ...] | None:
-    """The ``scenarios`` list: readable references, at most :data:`MAX_SCENARIOS`, and
-    distinct trial names (two references may not share a file stem)."""
+def _scenario_references(fields: _Fields, base: Path | None) -> tuple[tuple[str, str], ...] | None:
+    """The ``scenarios`` list as (written, resolved) pairs (:func:`_scenario_file`):
+    readable references, at most :data:`MAX_SCENARIOS`, and distinct trial names (two
+    references may not share a file stem)."""
     expected = f"a non-empty list of at most {MAX_SCENARIOS} built-in scenario names or .toml paths"
     value = fields.get("scenarios", expected, required=True)
     if value is None:
@@ -308,32 +339,68 @@ def _scenario_references(fields: _Fields) -> tuple[str, ...] | None:
         shown = value if not isinstance(value, list) or len(value) <= MAX_SCENARIOS else f"{len(value)} entries"
         fields.fail("scenarios", expected, shown)
         return None
-    references: list[str] = []
+    references: list[tuple[str, str]] = []
     stems: dict[str, int] = {}
     for index, item in enumerate(value):
         wrong = text_problem(item, max_bytes=MAX_REFERENCE_BYTES, allow_empty=False, single_line=True)
         if wrong is not None:
             fields.problems.add(f"scenarios[{index}]", f"expected a built-in scenario name or a .toml path: {wrong}")
             continue
-        stem = _scenario_stem(item)
+        resolved = _scenario_file(item, base)
+        wrong = text_problem(resolved, max_bytes=MAX_REFERENCE_BYTES, allow_empty=False, single_line=True)
+        if wrong is not None:  # the protocol's folder made it too long, or not one line
+            fields.problems.add(f"scenarios[{index}]", f"{item}: expected a path that resolves to {wrong}")
+            continue
+        stem = _scenario_stem(resolved)
         if stem in stems:
             fields.fail(f"scenarios[{index}]", f"a scenario not already listed (its trials would be named "
                         f"like those of scenarios[{stems[stem]}])", item)
             continue
         stems[stem] = index
-        references.append(item)
+        references.append((item, resolved))
     return tuple(references) if len(references) == len(value) else None
 
 
-def _check_scenarios(problems: Problems, scenarios: tuple[str, ...]) -> None:
-    """Load every scenario the protocol names; record their problems under ``scenarios[i]``."""
+def _scenario_file(reference: str, base: Path | None) -> str:
+    """A protocol's scenario reference as the study runs it.
+
+    With ``base`` (the protocol file's folder), a relative path is joined to it; a
+    reference is a path as :func:`scenarios.toml_in.file_reference` decides (a ``.toml``
+    suffix, a separator, or an existing file), the existing file looked for in ``base``
+    rather than in the current folder. Built-in names, absolute paths, and every
+    reference without ``base``, are returned unchanged.
+    """
+    if base is None:
+        return reference
+    path = Path(reference)
+    if path.is_absolute():
+        return reference
+    candidate = base / path
+    if path.suffix != ".toml" and os.sep not in reference and "/" not in reference:
+        try:
+            if not candidate.exists():
+                return reference  # a built-in name
+        except (OSError, ValueError):
+            pass  # as file_reference: a name that cannot be looked up is taken as a path
+    return str(candidate)
+
+
+def _check_scenarios(problems: Problems, references: tuple[tuple[str, str], ...]) -> None:
+    """Load every scenario the protocol names; record their problems under ``scenarios[i]``
+    (a resolved relative path: as written, with `` (resolved: PATH)`` at the end)."""
     from trials.vocabulary import load_scenario
 
-    for index, reference in enumerate(scenarios):
+    for index, (written, resolved) in enumerate(references):
         try:
-            load_scenario(reference)
+            load_scenario(resolved)
         except ScenarioError as error:
-            problems.extend(f"scenarios[{index}]", error)
+            if written == resolved:
+                problems.extend(f"scenarios[{index}]", error)
+                continue
+            for line in problem_lines(error):
+                if line.startswith(f"{resolved}: "):
+                    line = f"{written}: {line[len(resolved) + 2:]}"
+                problems.add(f"scenarios[{index}]", f"{line} (resolved: {resolved})")
 
 
 def _hint(names: tuple[str, ...], got: object) -> str:
@@ -467,7 +534,7 @@ def plan_trials(
             participant_kind=kind,
             participant_index=index,
             repetition=repetition,
-            seed=run_seed(protocol.seed, pid, scenario, condition, repetition),
+            seed=run_seed(protocol.seed, pid, _scenario_stem(scenario), condition, repetition),
             order_index=order,
             participant_params=params,
         )
@@ -496,5 +563,8 @@ def _trial_id(participant: str, scenario: str, condition: str, repetition: int) 
 
 
 def _scenario_stem(scenario: str) -> str:
-    """A scenario reference as trial ids name it (a file's stem, a built-in's name)."""
-    return Path(scenario).stem if scenario.endswith(".toml") else scenario
+    """A scenario reference as trial ids and run seeds name it: a ``.toml`` file's stem,
+    another file's name, a built-in's name; never the folder, so that a study's trial
+    ids and seeds do not depend on where its scenario files lie."""
+    name = Path(scenario).name
+    return Path(name).stem if name.endswith(".toml") else name

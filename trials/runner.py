@@ -16,7 +16,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -31,12 +31,16 @@ from haptics.device import Device, DeviceSpec, ServoClock, SimulatedHand
 from haptics.mapping import WorkspaceMapping
 from robot.arm import ArmBackend
 from robot.backends import ARM_BACKENDS
+from robot.debris import CaptureScene, ContactModel, DebrisSpec, SimulatesDebris
 from robot.models import ManipulatorModel, get_model
 from robot.slave import SlaveController
+from scenarios.motion import CurvedMotion, TargetMotion
 from scenarios.schema import Scenario
 from scenarios.seeding import trial_seed
+from trials.capture_event import CaptureRules, payload_metadata
 from trials.conditions import CONDITIONS
 from trials.commanders import Commander, ControllerCommander, HapticCommander
+from trials.proximity import ProximityScene
 from trials.recorder import TrialRecorder
 from trials.tick import ServoTick, TickLimits, TrialParts
 
@@ -85,6 +89,9 @@ class TrialRequest:
             real arm's) to drive over the link instead of the in-process plant.
         arm_keys: the CURVE key folder of ``capture-trainer arm keys`` (required off
             loopback).
+        contact: ``auto`` (contact physics when the arm's world can simulate the debris,
+            as the in-process plant's can; a proximity test otherwise, as over the link),
+            ``physics`` (refused without such a world) or ``proximity``.
     """
 
     scenario: str = "paper-2019"
@@ -103,6 +110,7 @@ class TrialRequest:
     end_on_capture: bool = True
     arm: str | None = None
     arm_keys: str | None = None
+    contact: str = "auto"
 
     def resolved_trial_id(self, scenario_name: str) -> str:
         """The trial file's stem: ``trial_id``, or ``<participant>_<scenario>_<condition>_s<seed>``,
@@ -161,6 +169,9 @@ class Trial:
             "sim_s": tick.k * tick.dt_s,
             "wall_s": time.perf_counter() - self.started_wall_s,
             "time_to_reach_s": tick.reached_at_s if reached else None,
+            "outcome": tick.monitor.outcome or None,
+            "outcome_at_s": tick.monitor.outcome_at_s if tick.monitor.outcome else None,
+            "outcome_reason": tick.monitor.outcome_reason or None,
         }
         if reached:
             summary["impact_velocity_m_s"] = _impact_velocity(self.recorder, tick.reached_at_s)
@@ -171,15 +182,23 @@ class Trial:
         if self._closed:
             return self._summary()
         self._closed = True
+        self.tick.finish_outcome()
         self._close_hardware()
-        self.recorder.close(end_reason=self.tick.end_reason, servo_timing=self._timing())
+        self.recorder.close(end_reason=self.tick.end_reason, servo_timing=self._timing(), **self._outcome_metadata())
         return self._summary()
+
+    def _outcome_metadata(self) -> dict[str, Any]:
+        payload = self.tick.payload
+        return {**self.tick.monitor.metadata(), "payload": None if payload is None else payload_metadata(payload)}
 
     def abort(self, reason: str) -> None:
         """Stop after a failure or a user abort; the recorded data is kept, incomplete."""
         if self._closed:
             return
         self._closed = True
+        self.tick.finish_outcome(aborted_reason=reason)
+        with contextlib.suppress(Exception):  # the failure being handled is the one to report
+            self.recorder.update_metadata(**self._outcome_metadata())
         self._close_hardware()
         self.recorder.abort(reason)
 
@@ -239,16 +258,18 @@ def build_trial(request: TrialRequest, out_dir: str | Path) -> Trial:
         arm = _make_arm(request, scenario, plan.model)
         opened.callback(arm.close)
         ee0 = arm.measure().ee_position_m.copy()
-        target = scenario.target_motion(ee0)
+        scene = _make_scene(request, scenario, plan.model, arm, scenario.target_motion(ee0))
         device = None if plan.automatic else _open_device(request, scenario, plan.seed, ee0, opened)
         slave = SlaveController(plan.model, arm, solver=request.solver, k_p=plan.gains[0], k_d=plan.gains[1],
                                 dt_s=DT_S)
         shoulder_m, reach_m = _shoulder_and_reach(arm)
         law = _make_law(plan, scenario, device, reach_m)
-        commander = ControllerCommander(target) if device is None else _haptic_commander(scenario, device)
-        recorder = _make_recorder(request, scenario, plan, law, commander, device, out_dir)
-        limits = TickLimits(DT_S, plan.max_ticks, scenario.target.radius_m, plan.end_after_reach_s)
-        tick = ServoTick(TrialParts(commander, slave, arm, target, law, recorder), limits)
+        commander = (ControllerCommander(scene, scene.contact_radius_m if scene.physical else 0.0, scene.reading)
+                     if device is None else _haptic_commander(scenario, device))
+        recorder = _make_recorder(request, scenario, plan, law, commander, device, scene, out_dir)
+        limits = TickLimits(DT_S, plan.max_ticks, scene.contact_radius_m, plan.end_after_reach_s,
+                            _capture_rules(scenario, plan, shoulder_m, reach_m))
+        tick = ServoTick(TrialParts(commander, slave, arm, scene, law, recorder, scene), limits)
         tick.guidance_state.arm_base_position_m[:] = shoulder_m
         clock = _make_clock(request, device)
         opened.pop_all()
@@ -308,6 +329,56 @@ def _scenario_model(scenario: Scenario) -> ManipulatorModel:
         model.base_mass_kg if robot_config.base_mass_kg is None else robot_config.base_mass_kg,
         model.base_inertia_kg_m2 if robot_config.base_inertia_kg_m2 is None else robot_config.base_inertia_kg_m2,
     )
+
+
+def debris_spec(scenario: Scenario, motion: TargetMotion, fixture0_m: NDArray[np.float64]) -> DebrisSpec:
+    """The scenario's debris as a body: its fixture (the target sphere) at ``fixture0_m``
+    [m] at ``t = 0``, moving as ``motion`` until something touches it."""
+    target, debris = scenario.target, scenario.debris
+    tumbling = target.motion == "tumbling"
+    return DebrisSpec(
+        mass_kg=debris.mass_kg,
+        inertia_kg_m2=tuple(tuple(v if r == c else 0.0 for c, v in enumerate(debris.principal_inertia_kg_m2()))
+                            for r in range(3)),  # type: ignore[arg-type]
+        fixture_radius_m=target.radius_m,
+        fixture0_m=tuple(float(v) for v in fixture0_m),  # type: ignore[arg-type]
+        lever_arm_m=target.lever_arm_m if tumbling else (0.0, 0.0, 0.0),
+        velocity_m_s=target.velocity_m_s,
+        angular_velocity_rad_s=target.angular_velocity_rad_s if tumbling else (0.0, 0.0, 0.0),
+        size_m=debris.size_m,
+        thrust=motion if isinstance(motion, CurvedMotion) else None,
+        contact=ContactModel(debris.contact_frequency_rad_s, debris.contact_damping_ratio, debris.friction),
+    )
+
+
+CONTACT_MODES: tuple[str, ...] = ("auto", "physics", "proximity")
+
+
+def _make_scene(request: TrialRequest, scenario: Scenario, model: ManipulatorModel, arm: ArmBackend,
+                motion: TargetMotion) -> CaptureScene:
+    """The debris as a body in the arm's world when the backend simulates one (and the
+    request does not ask for proximity), else a proximity stand-in on the closed-form
+    path (an arm over the link)."""
+    if request.contact not in CONTACT_MODES:
+        raise TrialError(f"contact must be one of {', '.join(CONTACT_MODES)}, got {request.contact!r}")
+    physics = isinstance(arm, SimulatesDebris)
+    if request.contact == "physics" and not physics:
+        raise TrialError("contact physics needs an arm whose world simulates the debris (the in-process "
+                         "plant); this arm has none: use --contact proximity or auto")
+    fixture0 = np.zeros(3)
+    motion.state(0.0, fixture0, np.zeros(3), np.zeros(3))
+    if physics and request.contact != "proximity":
+        return cast(SimulatesDebris, arm).add_debris(debris_spec(scenario, motion, fixture0), motion)
+    return ProximityScene(motion, scenario.target.radius_m + model.capture_tool.tip_radius_m)
+
+
+def _capture_rules(scenario: Scenario, plan: TrialPlan, shoulder_m: NDArray[np.float64], reach_m: float) -> CaptureRules:
+    capture = scenario.capture
+    return CaptureRules(envelope_radius_m=plan.model.capture_tool.envelope_radius_m,
+                        capture_speed_m_s=capture.capture_speed_m_s, hold_s=capture.hold_s,
+                        hold_gap_m=capture.hold_gap_m, window_s=plan.end_after_reach_s,
+                        reach_m=reach_m + scenario.target.radius_m,
+                        shoulder_m=tuple(float(v) for v in shoulder_m))  # type: ignore[arg-type]
 
 
 def _make_arm(request: TrialRequest, scenario: Scenario, model: ManipulatorModel) -> ArmBackend:
@@ -416,7 +487,8 @@ def _shoulder_and_reach(arm: ArmBackend) -> tuple[NDArray[np.float64], float]:
 
 
 def _make_recorder(request: TrialRequest, scenario: Scenario, plan: TrialPlan, law: GuidanceLaw,
-                   commander: Commander, device: Device | None, out_dir: str | Path) -> TrialRecorder:
+                   commander: Commander, device: Device | None, scene: CaptureScene,
+                   out_dir: str | Path) -> TrialRecorder:
     """The trial log: its file, columns and the plan as metadata."""
     trial_id = request.resolved_trial_id(scenario.name)
     k_p, k_d = plan.gains
@@ -437,7 +509,10 @@ def _make_recorder(request: TrialRequest, scenario: Scenario, plan: TrialPlan, l
         "model": plan.model.name,
         "n_joints": plan.model.n_joints,
         "dt_s": DT_S,
-        "target_radius_m": scenario.target.radius_m,
+        "target_radius_m": scene.contact_radius_m,
+        "fixture_radius_m": scenario.target.radius_m,
+        "tool_tip_radius_m": plan.model.capture_tool.tip_radius_m,
+        "contact_model": "physics" if scene.physical else "proximity",
         "capture_tolerance_m": scenario.capture.tolerance_m,
         "post_capture_window_s": scenario.capture.post_capture_window_s,
         "device": device.spec.as_dict() if device is not None else None,

@@ -42,6 +42,8 @@ FIELDS: tuple[tuple[str, int], ...] = (
     ("flags", 1),  # bit mask of FLAG_BITS
     ("phase", 1),  # PHASES index
     ("reached_at_s", 1),  # NaN until the first reach
+    ("first_contact_s", 1),  # NaN until the tool first touches the debris
+    ("captured_at_s", 1),  # NaN until the tool closes on the debris
 )
 #: The flag of each bit of the "flags" field: the trial log's flags, in their order.
 FLAG_BITS = trial_log.FLAGS

@@ -733,10 +733,11 @@ class _Progress:
 def _describe(summary: dict[str, Any]) -> str:
     if "error" in summary:
         return f"FAILED: {summary['error']}"
+    outcome = summary.get("outcome") or summary.get("end_reason", "?")
     reach = summary.get("time_to_reach_s")
     if reach is None:
-        return f"not reached ({summary.get('end_reason', '?')})"
-    return f"reached at {reach:5.2f} s, impact {summary.get('impact_velocity_m_s', float('nan')):.4f} m/s"
+        return f"{outcome:<12} not reached"
+    return f"{outcome:<12} reached at {reach:5.2f} s, impact {summary.get('impact_velocity_m_s', float('nan')):.4f} m/s"
 
 
 def completed_trials(out_dir: str | os.PathLike[str]) -> Iterable[Path]:

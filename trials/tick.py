@@ -1,8 +1,9 @@
 """The servo tick: one function, whatever clock drives it (docs/architecture.md).
 
     commander.command (stylus -> task frame, or the controller) -> slave.step (eq. 10 +
-    eq. 6) -> arm.advance + arm.measure -> target.state -> law.force (eq. 11 | APF | none)
-    -> commander.render (task -> device frame) -> commander.actuate (safety layer, force
+    eq. 6) -> arm.advance + arm.measure -> scene.read + target.state -> capture monitor
+    (contact, hold, the tool closing) -> law.force (eq. 11 | APF | none) ->
+    commander.render (task -> device frame) -> commander.actuate (safety layer, force
     out) -> recorder.append_row
 
 The parts come in one frozen, typed bundle (:class:`TrialParts`) whose fields are the
@@ -34,12 +35,18 @@ from capture_trainer.errors import TrialError
 from guidance.law import GuidanceLaw
 from guidance.state import GuidanceState
 from robot.arm import ArmBackend, ArmMeasurement
+from robot.debris import CaptureScene, Payload
 from robot.slave import SlaveController, SlaveStatus
 from scenarios.motion import TargetMotion
-from trials.commanders import BIT_FAULT, BIT_LIMITED, BIT_REPLAN, BIT_SINGULAR, Commander
+from trials.capture_event import CaptureMonitor, CaptureRules
+from trials.commanders import (BIT_CAPTURED, BIT_CONTACT, BIT_FAULT, BIT_LIMITED, BIT_REPLAN, BIT_SINGULAR,
+                               Commander)
+from trials.proximity import ProximityScene
 
 #: Stage names, in tick order, for the per-stage timing of ``capture-trainer bench servo``.
-STAGES = ("device", "slave", "plant", "target", "guidance", "render", "command", "record")
+STAGES = ("device", "slave", "plant", "target", "capture", "guidance", "render", "command", "record")
+#: Capture rules of a tick built without any (tools and benchmarks): the defaults of a scenario.
+DEFAULT_ENVELOPE_RADIUS_M = 0.012
 
 
 class TickRecorder(Protocol):
@@ -73,9 +80,11 @@ class TrialParts:
         commander: the participant's seat: a hand on a device or the controller.
         slave: the one slave-control path (eq. 10 -> eq. 6 -> joint command).
         arm: any arm backend (simulated plant or a real-arm link).
-        target: the debris' motion, task frame.
+        target: the debris' capture point, task frame (the scene itself when there is one).
         law: the guidance law (task frame; ``none`` for the controller).
         recorder: the trial log's row buffer.
+        scene: the debris and the capture tool (``robot.debris.CaptureScene``); None: a
+            :class:`trials.proximity.ProximityScene` on ``target``.
     """
 
     commander: Commander
@@ -84,6 +93,7 @@ class TrialParts:
     target: TargetMotion
     law: GuidanceLaw
     recorder: TickRecorder
+    scene: CaptureScene | None = None
 
 
 @dataclass(frozen=True)
@@ -93,14 +103,25 @@ class TickLimits:
     Attributes:
         dt_s: servo period [s].
         max_ticks: the time limit in ticks.
-        target_radius_m: subtracted from the distance; reached when it is <= 0 [m].
-        end_after_reach_s: the trial ends this long after the first reach [s].
+        target_radius_m: subtracted from the distance; reached when it is <= 0 [m] (the
+            paper's reach; with a scene, its contact radius).
+        end_after_reach_s: how long the trial goes on after the capture or, without one,
+            after the first contact [s] (``inf``: to the time limit).
+        capture: when the tool closes; None: a scenario's defaults with ``end_after_reach_s``.
     """
 
     dt_s: float
     max_ticks: int
     target_radius_m: float
     end_after_reach_s: float
+    capture: CaptureRules | None = None
+
+    def capture_rules(self) -> CaptureRules:
+        """:attr:`capture`, or the defaults."""
+        if self.capture is not None:
+            return self.capture
+        return CaptureRules(envelope_radius_m=max(DEFAULT_ENVELOPE_RADIUS_M, 2.0 * self.target_radius_m),
+                            capture_speed_m_s=0.05, hold_s=0.1, hold_gap_m=0.001, window_s=self.end_after_reach_s)
 
 
 class StageTimer:
@@ -145,7 +166,6 @@ class ServoTick:
         self._t_next_s = 0.0
         self._t_next = np.zeros(1)
         self._sigma = np.ones(1)
-        self._target_pos, self._target_vel, self._target_acc = np.zeros(3), np.zeros(3), np.zeros(3)
         self._cmd_pos, self._cmd_vel, self._cmd_acc = np.zeros(3), np.zeros(3), np.zeros(3)
         self._guide = np.zeros(3)
         self._last_publish_wall_s = 0.0
@@ -157,12 +177,20 @@ class ServoTick:
         self._m: ArmMeasurement = parts.arm.measure()
         self._status: SlaveStatus = parts.slave.status
         self.ee0_m = self._m.ee_position_m.copy()
-        parts.target.state(0.0, self._target_pos, self._target_vel, self._target_acc)
+        self.scene: CaptureScene = parts.scene or ProximityScene(parts.target, limits.target_radius_m)
+        self.monitor = CaptureMonitor(limits.capture_rules())
+        self.payload: Payload | None = None
+        self._reading = self.scene.reading
+        # the target is the scene's fixture: its reading's arrays, refilled by scene.read
+        reading = self._reading
+        self._target_pos, self._target_vel = reading.point_m, reading.point_velocity_m_s
+        self._target_acc = reading.point_acceleration_m_s2
+        self.scene.read(0.0, self._m.ee_position_m, self._m.ee_velocity_m_s)
         parts.commander.start(self.ee0_m)
         self.guidance_state = GuidanceState.for_joints(parts.arm.n_joints)
         self._row_parts: tuple[NDArray[np.float64], ...] = ()
         self._share(self._m)
-        self._stages = (self._command, self._slave, self._plant, self._target, self._guidance,
+        self._stages = (self._command, self._slave, self._plant, self._target, self._capture, self._guidance,
                         self._render, self._actuate, self._record)
 
     def _share(self, m: ArmMeasurement) -> None:
@@ -182,7 +210,8 @@ class ServoTick:
             self._t_next, m.ee_position_m, m.ee_velocity_m_s, self._target_pos, self._target_vel, self._cmd_pos,
             self._cmd_vel, commander.device_position_m, commander.device_velocity_m_s, self._guide,
             commander.calculated_dev_n, commander.actuated_dev_n, m.base_torque_n_m, m.base_attitude_rad,
-            m.base_angular_velocity_rad_s, self._sigma, m.q_rad, m.qd_rad_s,
+            m.base_angular_velocity_rad_s, self._sigma, m.q_rad, m.qd_rad_s, self._reading.force_on_debris_n,
+            self._reading.angular_velocity_rad_s,
         )
         self._m = m
 
@@ -219,7 +248,15 @@ class ServoTick:
     def _target(self) -> None:
         self._t_next_s = self._t + self.dt_s
         self._t_next[0] = self._t_next_s
-        self.parts.target.state(self._t_next_s, self._target_pos, self._target_vel, self._target_acc)
+        m = self._m
+        self.scene.read(self._t_next_s, m.ee_position_m, m.ee_velocity_m_s)
+
+    def _capture(self) -> None:
+        m = self._m
+        if self.monitor.update(self._t_next_s, self._reading, m.ee_position_m, m.ee_velocity_m_s):
+            self.payload = self.scene.attach()
+            self.parts.slave.attach_payload(self.payload)
+            self.parts.commander.captured(self._t_next_s, m.ee_position_m, m.ee_velocity_m_s)
 
     def _guidance(self) -> None:
         self.guidance_state.t_s = self._t_next_s
@@ -244,12 +281,14 @@ class ServoTick:
             | (BIT_REPLAN if parts.law.replanned else 0)
             | (BIT_SINGULAR if status.singular else 0)
             | (BIT_LIMITED if status.limited else 0)
+            | (BIT_CAPTURED if self._reading.attached else BIT_CONTACT if self._reading.in_contact else 0)
         )
         recorder.append_row()
         self.k += 1
 
     def _end(self) -> bool:
-        """The capture window elapsed after the first reach, the time limit, or a failed write."""
+        """The window after the capture or the first contact elapsed, the debris left the
+        reach untouched, the time limit, or a failed write."""
         t_next = self._t_next_s
         if self.reached_at_s != self.reached_at_s and self._distance_m() <= 0.0:
             self.reached_at_s = t_next
@@ -259,10 +298,20 @@ class ServoTick:
             self.end_reason = "write_failed"
             self.parts.commander.zero_force()
             return False
-        if t_next >= self.reached_at_s + self.limits.end_after_reach_s:
-            self.end_reason = "capture_window_done"
+        if self.monitor.over(t_next):
+            self.end_reason = "capture_window_done" if self.monitor.touched else "left_reach"
             return False
         return self.k < self.max_ticks
+
+    def finish_outcome(self, aborted_reason: str | None = None) -> str:
+        """Decide the trial's outcome (once; ``trials.capture_event``): call when it is over."""
+        if aborted_reason is None and self.end_reason in ("write_failed", "fault"):
+            aborted_reason = self.end_reason
+        if aborted_reason is None and self.fault is not None:
+            aborted_reason = f"fault: {self.fault!r}"
+        m = self._m
+        return self.monitor.finish(self.k * self.dt_s, self._reading, m.ee_position_m, m.ee_velocity_m_s,
+                                   aborted_reason)
 
     def _distance_m(self) -> float:
         """|end effector - target| - radius [m]."""
@@ -289,6 +338,8 @@ class ServoTick:
         values[field["flags"]] = self.parts.recorder.flag_bits
         values[field["phase"]] = 1
         values[field["reached_at_s"]] = self.reached_at_s
+        values[field["first_contact_s"]] = self.monitor.first_contact_s
+        values[field["captured_at_s"]] = self.monitor.captured_at_s
         values[field["links"]] = self.parts.arm.link_positions_m().ravel()
         now = time.perf_counter()
         if self._last_publish_wall_s > 0.0:

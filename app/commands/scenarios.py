@@ -1,8 +1,9 @@
-"""`capture-trainer scenarios list | show NAME | validate FILE | generate`."""
+"""`capture-trainer scenarios list | show NAME | validate FILE | check FILE|NAME | generate`."""
 
 from __future__ import annotations
 
 import argparse
+import json
 
 from app.commands import arguments
 
@@ -45,6 +46,20 @@ def _validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check(args: argparse.Namespace) -> int:
+    from app.scenario_check import check_scenario
+
+    check = check_scenario(args.reference, solver=args.solver)
+    if args.json:
+        print(json.dumps(check.as_dict(), allow_nan=False))
+        return 0
+    print(f"{check.scenario} ({check.model}, solver {check.solver}, automatic capture, "
+          f"{check.duration_s:.2f} s simulated, ended: {check.end_reason})")
+    for line in check.verdict:
+        print(f"  {line}")
+    return 0
+
+
 def _generate(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -83,6 +98,17 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     )
     validate.add_argument("files", metavar="FILE", nargs="+", help="scenario .toml file(s)")
     validate.set_defaults(handler=_validate)
+
+    check = commands.add_parser(
+        "check",
+        help="run the automatic capture on a scenario: reachable, capturable, joint-limit and "
+        "singularity margins, base disturbance (runs the simulation; validate does not)",
+    )
+    check.add_argument("reference", metavar="FILE|NAME", help="scenario .toml file or built-in name")
+    check.add_argument("--json", action="store_true", help="print one JSON object")
+    check.add_argument("--solver", choices=("lse", "pinv"), default="lse",
+                       help="IK solver: lse (reactionless, default) or pinv (minimum norm)")
+    check.set_defaults(handler=_check)
 
     generate = commands.add_parser("generate", help="write a seeded random scenario as TOML")
     generate.add_argument("--seed", type=arguments.seed, required=True,

@@ -43,6 +43,9 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         "--paced", action="store_true", help="run the simulated device in real time (1 kHz)"
     )
     run.add_argument("--solver", choices=("lse", "pinv"), default="lse")
+    run.add_argument("--contact", choices=("auto", "physics", "proximity"), default="auto",
+                     help="contact physics with the debris as a body (auto: when the arm's world can "
+                     "simulate it, i.e. not over --arm) or the paper's proximity test")
     run.add_argument("--json", action="store_true", help="print the trial summary as JSON")
     _arm_options(run)
     run.set_defaults(handler=_run)
@@ -99,6 +102,7 @@ def _run(args: argparse.Namespace) -> int:
             solver=args.solver,
             arm=args.arm,
             arm_keys=args.keys,
+            contact=args.contact,
         ),
         args.out,
     )
@@ -106,6 +110,7 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps(summary, default=str))
     else:
         print(f"trial written to {summary['path']}")
+        print(f"  outcome: {summary.get('outcome')} ({summary.get('outcome_reason')})")
         for key in ("end_reason", "time_to_reach_s", "impact_velocity_m_s", "wall_s"):
             print(f"  {key}: {summary.get(key)}")
     return 0

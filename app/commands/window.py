@@ -176,7 +176,7 @@ def _print_results(results: list[AttemptResult]) -> None:
         timing = result.timing
         priority = "" if result.priority in ("realtime", "") else f"servo priority {result.priority}, "
         print(
-            f"{result.summary.get('trial_id', result.spec.trial_id)}: {result.status}, "
+            f"{result.summary.get('trial_id', result.spec.trial_id)}: {result.status}, {result.outcome.label}, "
             f"servo {timing.get('rate_hz', float('nan')):.1f} Hz, "
             f"p99 {timing.get('p99_period_ms', float('nan')):.3f} ms, "
             f"overruns {timing.get('overruns', '?')}, "

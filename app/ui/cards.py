@@ -1,7 +1,11 @@
 """The score card after an attempt and the progress view over sessions (pygame drawing).
 
 Both read only the trainee database (:mod:`app.ui.trainee_db`); lower is better for
-every score shown.
+every score shown. The score card leads with how the attempt ended, in plain words
+(:mod:`app.ui.outcomes`: "Captured", "Contact lost", "Pushed away", "Missed", "Out of
+time", "Aborted") and the trial's reason; the scores below it are those of the first
+reach, compared with the earlier attempts that reached the debris. The progress view
+counts captures by outcome and marks captured attempts with filled dots.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from app.ui.outcomes import OUTCOME_HINTS, AttemptOutcome, outcome_label
 from app.ui.scene import COLOURS
 from app.ui.trainee_db import Attempt
 
@@ -77,22 +82,50 @@ def _fmt(value: float, factor: float) -> str:
     return "—" if math.isnan(value) else f"{value * factor:9.2f}"
 
 
+def outcome_lines(outcome: AttemptOutcome | None, status: str, reached: bool | None) -> list[tuple[str, str, str]]:
+    """The card's lines on how the attempt ended: ``(text, font, colour key)`` each.
+
+    The outcome's label (large, in its colour), the attempt's status and whether it
+    reached the debris, the trial's reason, and what the outcome means for the trainee.
+    Without an outcome (an attempt that never ran): the status and the message.
+    """
+    reach = "" if reached is None else ("reached the debris" if reached else "did not reach the debris")
+    detail = "   ".join(part for part in (status, reach) if part)
+    if outcome is None or outcome.word is None:
+        lines = [(detail, "normal", "good" if reached else "warn")]
+        if outcome is not None and outcome.reason and outcome.reason not in status:
+            lines.append((outcome.reason, "normal", "text"))
+        return lines
+    lines = [(outcome.label, "large", outcome.colour), (detail, "normal", "dim")]
+    if outcome.reason:
+        lines.append((outcome.reason, "normal", "text"))
+    hint = OUTCOME_HINTS.get(outcome.word, "")
+    if hint:
+        lines.append((hint, "small", "dim"))
+    return lines
+
+
 def draw_score_card(surface: Any, fonts: dict[str, Any], title: str, status: str,
                     reached: bool | None, comparisons: dict[str, Comparison], hint: str,
-                    footnote: str = "") -> None:
-    """The score card: this attempt, the best and the mean of the earlier ones, a verdict."""
+                    footnote: str = "", outcome: AttemptOutcome | None = None) -> None:
+    """The score card: how the attempt ended (:func:`outcome_lines`), then this attempt's
+    scores, the best and the mean of the earlier ones, a verdict."""
     surface.fill(COLOURS["background"])
     text = _text(surface, fonts)
-    text(title, (60, 40), "large")
-    outcome = {True: "reached the debris", False: "did not reach the debris", None: ""}.get(reached, "")
-    text(f"{status}   {outcome}", (60, 90), "normal", "good" if reached else "warn")
+    text(title, (60, 30), "large")
+    y = 80
+    for value, font, colour in outcome_lines(outcome, status, reached):
+        if value:
+            text(value, (60, y), font, colour)
+        y += {"large": 40, "normal": 28}.get(font, 22)
+    top = max(y + 14, 170)
     columns = (60, 470, 640, 810, 980)
     for x, head in zip(columns, ("score (lower is better)", "this attempt", "best before",
                                  "mean before", "")):
-        text(head, (x, 150), "normal", "dim")
+        text(head, (x, top), "normal", "dim")
     verdict_colour = {"best": "good", "better": "good", "same": "text", "worse": "bad"}
     for i, (name, label, unit, factor) in enumerate(SCORE_ROWS):
-        y = 190 + 40 * i
+        y = top + 40 + 40 * i
         c = comparisons[name]
         text(f"{label} [{unit}]", (columns[0], y), "normal")
         text(_fmt(c.value, factor), (columns[1], y), "normal")
@@ -100,8 +133,8 @@ def draw_score_card(surface: Any, fonts: dict[str, Any], title: str, status: str
         text(_fmt(c.mean_before, factor), (columns[3], y), "normal", "dim")
         text(c.verdict, (columns[4], y), "normal", verdict_colour.get(c.verdict, "dim"))
     n_before = max((c.n_before for c in comparisons.values()), default=0)
-    text(f"compared with {n_before} earlier attempt(s) of this condition that reached the debris",
-         (60, 190 + 40 * len(SCORE_ROWS) + 10), "small", "dim")
+    text(f"scores of the first reach, compared with {n_before} earlier attempt(s) of this condition "
+         "that reached the debris", (60, top + 40 + 40 * len(SCORE_ROWS) + 10), "small", "dim")
     if footnote:
         text(footnote, (60, surface.get_height() - 80), "small", "dim")
     text(hint, (60, surface.get_height() - 50), "normal", "dim")
@@ -114,6 +147,22 @@ def _text(surface: Any, fonts: dict[str, Any]) -> Any:
     return text
 
 
+def outcome_tally(attempts: list[Attempt]) -> str:
+    """How the attempts ended, e.g. "Captured 3, Contact lost 1, Pushed away 2" (outcome
+    order; attempts without a recorded outcome counted as "no outcome recorded")."""
+    from analysis.outcomes import OUTCOMES
+
+    counts: dict[str, int] = {}
+    for attempt in attempts:
+        key = attempt.outcome or ""
+        counts[key] = counts.get(key, 0) + 1
+    parts = [f"{outcome_label(word)} {counts[word]}" for word in OUTCOMES if counts.get(word)]
+    parts += [f"{outcome_label(word)} {n}" for word, n in sorted(counts.items()) if word and word not in OUTCOMES]
+    if counts.get(""):
+        parts.append(f"no outcome recorded {counts['']}")
+    return ", ".join(parts) if parts else "no attempts yet"
+
+
 def draw_progress(surface: Any, fonts: dict[str, Any], trainee: str, attempts: list[Attempt],
                   hint: str) -> None:
     """Impact velocity and time to reach of every scored attempt, sessions separated."""
@@ -124,8 +173,10 @@ def draw_progress(surface: Any, fonts: dict[str, Any], trainee: str, attempts: l
     text(f"Progress of {trainee}", (60, 30), "large")
     scored = [a for a in attempts if a.status == "finished" and a.reached]
     sessions = sorted({a.session_id for a in attempts})
-    text(f"{len(sessions)} sessions, {len(attempts)} attempts, {len(scored)} reached the debris",
-         (60, 72), "normal", "dim")
+    captured = sum(1 for a in attempts if a.captured)
+    text(f"{len(sessions)} sessions, {len(attempts)} attempts: {captured} captured, "
+         f"{len(scored)} reached the debris", (60, 66), "normal", "dim")
+    text(outcome_tally(attempts), (60, 92), "small", "dim")
     width = surface.get_width() - 120
     charts = (("impact_velocity_m_s", "impact velocity [mm/s]", 1e3),
               ("time_to_reach_s", "time to reach [s]", 1.0))
@@ -160,8 +211,8 @@ def draw_progress(surface: Any, fonts: dict[str, Any], trainee: str, attempts: l
             points = [point(i, values[i]) for i, a in enumerate(scored) if a.condition == condition]
             if len(points) > 1:
                 pygame.draw.lines(surface, COLOURS[key], False, points, 1)
-            for p in points:
-                pygame.draw.circle(surface, COLOURS[key], p, 6)
+            for p, attempt in zip(points, (a for a in scored if a.condition == condition)):
+                pygame.draw.circle(surface, COLOURS[key], p, 6, 0 if attempt.captured else 2)
         text(f"max {top / 1.15:.2f}", (rect.right - 110, rect.y + 6), "small", "dim")
     legend_y = 120 + 2 * 270
     for i, (cond, key) in enumerate(condition_colour.items()):
@@ -169,4 +220,5 @@ def draw_progress(surface: Any, fonts: dict[str, Any], trainee: str, attempts: l
         text(cond.upper(), (82 + 120 * i, legend_y), "small")
     text("lines join attempts of one condition; vertical lines separate sessions",
          (560, legend_y), "small", "dim")
+    text("filled dot: captured; ring: reached, not captured", (560, legend_y + 20), "small", "dim")
     text(hint, (60, surface.get_height() - 40), "normal", "dim")

@@ -9,6 +9,13 @@ client: the same URDF (:func:`robot.urdf.model_urdf`), posed at about 30 Hz from
 shared snapshot (base centre ``links[0]``, base attitude as a rotation vector from the
 identity start attitude, debris position) and the joint angles the servo publishes
 (:attr:`app.ui.servo.ServoProcess.joints`). No physics runs here.
+
+The capture tool is drawn at the end-effector point as in the window
+(:mod:`app.ui.scene`): the probe tip as a small sphere, the capture envelope as a
+translucent sphere, both in the colour of the contact state (``tool``, ``contact``,
+``captured``), at the debris sphere's magnification (the debris is drawn at least
+:data:`MIN_DEBRIS_RADIUS_M`; the tool's radii are scaled by the same factor, so their
+proportions are true).
 """
 
 from __future__ import annotations
@@ -34,6 +41,15 @@ VIEW_RATE_HZ = 30.0
 MIN_DEBRIS_RADIUS_M = 0.02
 #: How far ahead the debris' constant-velocity path is drawn [s].
 PATH_HORIZON_S = 3.0
+#: Opacity of the capture envelope's sphere.
+ENVELOPE_ALPHA = 0.35
+
+
+def state_rgba(state: str, alpha: float = 1.0) -> list[float]:
+    """The window's colour of a tool state (``tool``, ``contact``, ``captured``) as RGBA 0..1."""
+    from app.ui.scene import COLOURS
+
+    return [c / 255.0 for c in COLOURS[state]] + [alpha]
 
 
 def quaternion_xyzw(rotation_vector_rad: NDArray[np.float64]) -> list[float]:
@@ -76,7 +92,20 @@ class PoseMirror:
         )
         self.debris = pb.createMultiBody(baseMass=0.0, baseVisualShapeIndex=shape,
                                          physicsClientId=client)
+        tool = self.model.capture_tool
+        #: The magnification of the debris sphere, applied to the tool too.
+        self.detail = max(1.0, MIN_DEBRIS_RADIUS_M / target_radius_m) if target_radius_m > 0.0 else 1.0
+        self.tip = self._sphere(tool.tip_radius_m * self.detail, state_rgba("tool"))
+        self.envelope = self._sphere(tool.envelope_radius_m * self.detail, state_rgba("tool", ENVELOPE_ALPHA))
+        self.tool_state = "tool"
         self._path_line = -1
+
+    def _sphere(self, radius_m: float, rgba: list[float]) -> int:
+        """A visual-only sphere body (no collision, no mass)."""
+        pb = self.pb
+        shape = pb.createVisualShape(pb.GEOM_SPHERE, radius=radius_m, rgbaColor=rgba, physicsClientId=self.client)
+        body: int = pb.createMultiBody(baseMass=0.0, baseVisualShapeIndex=shape, physicsClientId=self.client)
+        return body
 
     def update(self, frame: Any, joints_rad: NDArray[np.float64] | list[float]) -> None:
         """Pose the arm and the debris as in ``frame`` (a :class:`app.ui.scene.Frame`)."""
@@ -91,6 +120,15 @@ class PoseMirror:
             self.debris, [float(v) for v in frame.target_m], [0.0, 0.0, 0.0, 1.0],
             physicsClientId=client,
         )
+        ee = [float(v) for v in frame.ee_m]
+        for body in (self.tip, self.envelope):
+            pb.resetBasePositionAndOrientation(body, ee, [0.0, 0.0, 0.0, 1.0], physicsClientId=client)
+        state = frame.tool_state
+        if state != self.tool_state:
+            self.tool_state = state
+            pb.changeVisualShape(self.tip, -1, rgbaColor=state_rgba(state), physicsClientId=client)
+            pb.changeVisualShape(self.envelope, -1, rgbaColor=state_rgba(state, ENVELOPE_ALPHA),
+                                 physicsClientId=client)
 
     def draw_path(self, frame: Any) -> None:
         """The debris' predicted path (a debug line, replaced in place)."""
@@ -112,6 +150,8 @@ class PoseMirror:
     def remove(self) -> None:
         self.pb.removeBody(self.body, physicsClientId=self.client)
         self.pb.removeBody(self.debris, physicsClientId=self.client)
+        self.pb.removeBody(self.tip, physicsClientId=self.client)
+        self.pb.removeBody(self.envelope, physicsClientId=self.client)
 
 
 def viewer_main(conn: Connection, joints: Any) -> None:

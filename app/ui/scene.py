@@ -1,10 +1,22 @@
-"""Drawing one servo snapshot: the arm, the debris, the guidance, the gauges.
+"""Drawing one servo snapshot: the arm, the debris, the capture tool, the guidance, the gauges.
 
 Everything here runs in the window process at display rate and never touches the servo
 loop. A :class:`Frame` is a plain copy of one consistent snapshot; :class:`Projection`
 maps two task-frame axes to a screen rectangle (x-y top view, x-z side view);
 :class:`SceneRenderer` draws a frame into the left part of the window (one view for
 planar models, two orthogonal views for spatial ones) and the gauges into the right.
+
+The capture tool (:class:`robot.models.CaptureTool`) is drawn at the end effector: the
+probe tip as a small filled circle of ``tip_radius_m``, the capture envelope as a thin
+circle of ``envelope_radius_m``. Its colour is the contact state of the snapshot's flags:
+``tool`` before any contact, ``contact`` while the ``contact`` flag is set, ``captured``
+once the ``captured`` flag is set (the envelope drawn thick, the tool joined to the
+debris' fixture by a bar). The parts that live at the capture's scale (the fixture, the
+tip, the envelope: millimetres, a few pixels at the views' scale) are drawn at one common
+magnification (:attr:`SceneRenderer.detail`, at least 1, shown in the view's corner when
+above 1) so that the fixture is at least :data:`MIN_FIXTURE_PX` and the envelope at least
+:data:`MIN_ENVELOPE_PX` pixels in radius; their sizes relative to one another are true,
+their centres are where the snapshot puts them.
 
 Colours are module constants (:data:`COLOURS`) so that tests can look for them.
 """
@@ -19,6 +31,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from robot.models import CaptureTool
 from trials.snapshot import FLAG_BITS, PHASES, SharedSnapshot
 
 COLOURS: dict[str, tuple[int, int, int]] = {
@@ -41,6 +54,9 @@ COLOURS: dict[str, tuple[int, int, int]] = {
     "good": (70, 200, 110),
     "warn": (240, 190, 50),
     "bad": (240, 70, 60),
+    "tool": (190, 170, 255),  # the capture tool before any contact
+    "contact": (255, 105, 180),  # the tool touches the fixture (the "contact" flag)
+    "captured": (120, 255, 200),  # the tool has closed on the fixture (the "captured" flag)
 }
 #: The servo corner's colour for each level of :func:`app.ui.servo.servo_health`.
 HEALTH_COLOURS: dict[str, str] = {"idle": "dim", "good": "good", "warn": "warn", "bad": "bad"}
@@ -50,6 +66,16 @@ PATH_HORIZON_S = 3.0
 SOFT_CLOSING_M_S = 0.02
 #: Force arrow scale [px/N].
 FORCE_PX_PER_N = 28.0
+#: Smallest drawn radius of the debris' fixture [px].
+MIN_FIXTURE_PX = 7
+#: Smallest drawn radius of the capture envelope [px] (outside the end-effector dot).
+MIN_ENVELOPE_PX = 11
+#: Smallest drawn radius of the probe tip [px].
+MIN_TIP_PX = 2
+#: Radius of the end-effector dot [px].
+EE_PX = 7
+#: The tool drawn when the servo does not say which (the models' default probe).
+DEFAULT_TOOL = CaptureTool()
 
 
 @dataclass
@@ -74,6 +100,8 @@ class Frame:
     links_m: NDArray[np.float64]
     servo_rate_hz: float
     servo_overruns: int
+    first_contact_s: float = math.nan  # NaN until the tool first touches the debris
+    captured_at_s: float = math.nan  # NaN until the tool closes on the debris
 
     @classmethod
     def read(cls, snapshot: SharedSnapshot) -> Frame | None:
@@ -109,7 +137,26 @@ class Frame:
             links_m=vec("links").reshape(-1, 3),
             servo_rate_hz=num("servo_rate_hz"),
             servo_overruns=int(num("servo_overruns")),
+            first_contact_s=num("first_contact_s"),
+            captured_at_s=num("captured_at_s"),
         )
+
+    @property
+    def in_contact(self) -> bool:
+        """The tool touches the debris' fixture on this snapshot (the ``contact`` flag)."""
+        return "contact" in self.flags
+
+    @property
+    def captured(self) -> bool:
+        """The tool has closed on the debris (the ``captured`` flag)."""
+        return "captured" in self.flags
+
+    @property
+    def tool_state(self) -> str:
+        """``captured``, ``contact`` or ``tool`` (neither): the tool's colour key."""
+        if self.captured:
+            return "captured"
+        return "contact" if self.in_contact else "tool"
 
     @property
     def closing_speed_m_s(self) -> float:
@@ -158,6 +205,28 @@ class Projection:
         return float(vec[a]) * px_per_unit, -float(vec[b]) * px_per_unit
 
 
+def _at_least(min_px: float, radius_px: float) -> float:
+    """The magnification that draws ``radius_px`` at least ``min_px`` (1 for no radius)."""
+    return min_px / radius_px if radius_px > 0.0 else 1.0
+
+
+def capture_status(frame: Frame) -> tuple[str, str, str]:
+    """The panel's capture line: ``(text, font, colour key)``.
+
+    "captured at X s" once the tool has closed, "contact at X s" (the first contact)
+    while the tool touches the fixture, "contact at X s, not touching now" after a contact
+    that ended, "no contact yet" before any.
+    """
+    first, closed = frame.first_contact_s, frame.captured_at_s
+    if frame.captured:
+        return (f"captured at {closed:.2f} s" if closed == closed else "captured"), "normal", "captured"
+    if frame.in_contact:
+        return (f"contact at {first:.2f} s" if first == first else "in contact"), "normal", "contact"
+    if first == first:
+        return f"contact at {first:.2f} s, not touching now", "normal", "warn"
+    return "no contact yet", "normal", "dim"
+
+
 def _arrow(surface: Any, colour: tuple[int, int, int], start: tuple[int, int],
            delta: tuple[float, float], width: int = 4, max_px: float = 160.0) -> None:
     import pygame
@@ -203,6 +272,8 @@ class AttemptInfo:
     condition: str
     scenario: str
     duration_s: float
+    tool_tip_radius_m: float = DEFAULT_TOOL.tip_radius_m
+    envelope_radius_m: float = DEFAULT_TOOL.envelope_radius_m
 
     @property
     def spatial(self) -> bool:
@@ -246,9 +317,21 @@ class SceneRenderer:
         else:
             area = self.view_area.inflate(-24, -60)
             self.views = [("top view (x-y)", Projection(area, (0, 1), points))]
+        px_per_m = min(v.px_per_m for _, v in self.views)
+        #: The common magnification of the fixture, the probe tip and the envelope (>= 1).
+        self.detail = max(1.0, _at_least(MIN_FIXTURE_PX, info.target_radius_m * px_per_m),
+                          _at_least(MIN_ENVELOPE_PX, info.envelope_radius_m * px_per_m))
         self.trail: deque[NDArray[np.float64]] = deque(maxlen=240)
         self.base_half_m = half
         self.force_rect = pygame.Rect(self.panel.x + 20, 275, self.PANEL_W - 40, 170)
+
+    def radii_px(self, view: Projection) -> tuple[int, int, int]:
+        """Drawn radii [px] of the fixture, the probe tip and the capture envelope in ``view``."""
+        scale = view.px_per_m * self.detail
+        info = self.info
+        return (max(MIN_FIXTURE_PX, int(round(info.target_radius_m * scale))),
+                max(MIN_TIP_PX, int(round(info.tool_tip_radius_m * scale))),
+                max(MIN_ENVELOPE_PX, int(round(info.envelope_radius_m * scale))))
 
     @staticmethod
     def _base_half(frame: Frame) -> float:
@@ -283,6 +366,9 @@ class SceneRenderer:
             self._grid(surface, view)
             self._draw_view(surface, view, frame)
             self.text(surface, title, (view.rect.x + 6, view.rect.y + 4), colour="dim")
+            if self.detail > 1.05:
+                self.text(surface, f"tool and debris fixture drawn x{self.detail:.1f}",
+                          (view.rect.x + 6, view.rect.bottom - 18), colour="dim")
         self.text(surface, header, (12, self.view_area.height - 26), "normal")
         self._panel(surface, frame)
         self._servo_corner(surface, stats, fps, recent, note)
@@ -322,15 +408,32 @@ class SceneRenderer:
             pygame.draw.lines(surface, COLOURS["arm"], False, points, 9)
         for point in points[:-1]:
             pygame.draw.circle(surface, COLOURS["joint"], point, 6)
-        radius_px = max(7, int(self.info.target_radius_m * view.px_per_m))
-        pygame.draw.circle(surface, COLOURS["target"], start, radius_px)
+        fixture_px, tip_px, envelope_px = self.radii_px(view)
         cx, cy = view(frame.command_m)
         pygame.draw.line(surface, COLOURS["command"], (cx - 7, cy), (cx + 7, cy), 2)
         pygame.draw.line(surface, COLOURS["command"], (cx, cy - 7), (cx, cy + 7), 2)
         ee = view(frame.ee_m)
-        pygame.draw.circle(surface, COLOURS["ee"], ee, 7)
+        pygame.draw.circle(surface, COLOURS["ee"], ee, EE_PX)
+        # The fixture over the end-effector dot: at contact their centres are millimetres apart.
+        pygame.draw.circle(surface, COLOURS["target"], start, fixture_px)
         _arrow(surface, COLOURS["guidance"], ee, view.vector(frame.guidance_force_n, FORCE_PX_PER_N))
+        self._tool(surface, frame, ee, start, (fixture_px, tip_px, envelope_px))
         surface.set_clip(clip)
+
+    @staticmethod
+    def _tool(surface: Any, frame: Frame, ee: tuple[int, int], fixture: tuple[int, int],
+              radii_px: tuple[int, int, int]) -> None:
+        """The capture tool at the end effector, in the colour of its contact state."""
+        import pygame
+
+        fixture_px, tip_px, envelope_px = radii_px
+        state = frame.tool_state
+        colour = COLOURS[state]
+        if state == "captured":  # closed: the debris is joined to the tool
+            pygame.draw.line(surface, colour, ee, fixture, 3)
+            pygame.draw.circle(surface, colour, fixture, fixture_px + 3, 2)
+        pygame.draw.circle(surface, colour, ee, tip_px)
+        pygame.draw.circle(surface, colour, ee, envelope_px, {"tool": 1, "contact": 2}.get(state, 3))
 
     def _base(self, surface: Any, view: Projection, frame: Frame) -> None:
         import pygame
@@ -362,9 +465,10 @@ class SceneRenderer:
         self.text(surface, f"t = {frame.t_s:5.2f} s / {self.info.duration_s:.0f} s", (x, 62), "normal")
         self._velocity_gauge(surface, frame, pygame.Rect(x, 130, width, 34))
         self._distance(surface, frame, pygame.Rect(x, 210, width, 20))
+        self._capture_status(surface, frame, (x, 236))
         self._forces(surface, frame)
         self._base_gauge(surface, frame, pygame.Rect(x, 485, width, 16))
-        self._legend(surface, (x, 540))
+        self._legend(surface, (x, 520))
 
     def _velocity_gauge(self, surface: Any, frame: Frame, rect: Any) -> None:
         import pygame
@@ -395,6 +499,10 @@ class SceneRenderer:
         fill = int(rect.width * max(0.0, min(1.0, d / 0.3)))
         pygame.draw.rect(surface, COLOURS["good" if d <= 0.0 else "command"],
                          (rect.x, rect.y, fill, rect.height))
+
+    def _capture_status(self, surface: Any, frame: Frame, pos: tuple[int, int]) -> None:
+        text, font, colour = capture_status(frame)
+        self.text(surface, text, pos, font, colour)
 
     def _forces(self, surface: Any, frame: Frame) -> None:
         import pygame
@@ -435,7 +543,8 @@ class SceneRenderer:
         entries = (("arm", "arm"), ("ee", "end effector"), ("target", "debris"),
                    ("path", "debris predicted path"), ("command", "stylus command"),
                    ("guidance", "guidance force (task)"), ("force_calc", "calculated force"),
-                   ("force_act", "actuated force"))
+                   ("force_act", "actuated force"), ("tool", "capture tool"),
+                   ("contact", "tool: in contact"), ("captured", "tool: captured"))
         x, y = pos
         for i, (key, label) in enumerate(entries):
             row = y + 20 * (i // 2)

@@ -13,7 +13,8 @@ servo loop (a ``spawn``-ed child) share no interpreter:
   worst period) written by a thin guard around the tick, which can also copy the joint
   angles into a second shared array for the PyBullet view;
 - **results** (servo -> window): the Pipe carries ``started`` (snapshot name, joints,
-  target radius, model), ``finished`` (summary, metrics, servo timing) and ``error``.
+  target radius, capture tool, model), ``finished`` (summary with the outcome, metrics,
+  servo timing) and ``error``.
 
 The child builds each trial with the runner's ``build_trial`` (or another factory named
 in :class:`ServoOptions`), so the trial file, its metadata and its tick are those of a
@@ -424,10 +425,11 @@ def _run_attempt(
         timing = clock_timing.summary() if clock_timing is not None else {}
         if fault is not None:
             trial.abort(f"fault: {fault!r}")
-            summary = {"path": path, "end_reason": "fault"}
+            summary = {"path": path, "end_reason": "fault", **_outcome(trial, f"fault: {fault!r}")}
         elif control[ABORT] != 0.0:
             trial.abort("aborted")
-            summary = {"path": path, "end_reason": "aborted"}
+            summary = {"path": path, "end_reason": "aborted",
+                       **_outcome(trial, "stopped before the end (Esc, or the window closed)")}
         else:
             summary = trial.finish()
     finally:
@@ -445,9 +447,30 @@ def _run_attempt(
     }
 
 
+def _outcome(trial: Any, reason: str) -> dict[str, Any]:
+    """The outcome entries of an aborted attempt's summary (as the runner's summary has
+    them): ``aborted``, when, and ``reason`` (in the trainee's words)."""
+    monitor = getattr(getattr(trial, "tick", None), "monitor", None)
+    at_s = getattr(monitor, "outcome_at_s", math.nan)
+    return {"outcome": "aborted", "outcome_at_s": at_s if isinstance(at_s, float) and at_s == at_s else None,
+            "outcome_reason": reason}
+
+
+def _tool(model_name: str) -> dict[str, float]:
+    """The capture tool's radii of ``model_name`` (:class:`robot.models.CaptureTool`)."""
+    from robot.models import CaptureTool, get_model
+
+    try:
+        tool = get_model(model_name).capture_tool
+    except ValueError:  # not a registered model (a factory's own): draw the default tool
+        tool = CaptureTool()
+    return {"tool_tip_radius_m": float(tool.tip_radius_m), "envelope_radius_m": float(tool.envelope_radius_m)}
+
+
 def _describe(trial: Any, snapshot: Any, spec: AttemptSpec) -> dict[str, Any]:
     scenario = trial.scenario
     return {
+        **_tool(scenario.robot.model),
         "snapshot": snapshot.name,
         "n_joints": int(trial.n_joints),
         "trial_id": spec.trial_id,

@@ -175,6 +175,33 @@ def prepare_session(
     return specs
 
 
+def pause_lines(outcome: Any, complete: bool, status: str, message: str, metrics: dict[str, Any],
+                left: int) -> list[str]:
+    """What the pause screen after a trial says: how the trial ended, in the outcome's
+    plain words (:mod:`app.ui.outcomes`) and its reason, the reach (time and impact
+    velocity, when the debris was reached), whether the trial runs again, what is left.
+
+    Args:
+        outcome: the attempt's :class:`app.ui.outcomes.AttemptOutcome`.
+        complete: the trial file is complete (an incomplete trial runs again).
+        status, message: the attempt's status and error message.
+        metrics: the trial's metrics (``reached``, ``time_to_reach_s``, ``impact_velocity_m_s``).
+        left: trials still to run.
+    """
+    lines = []
+    if outcome.word:
+        lines.append(f"{outcome.label}." if not outcome.reason else f"{outcome.label}: {outcome.reason}")
+    if complete and metrics.get("reached"):
+        lines.append(f"Reached the debris after {metrics['time_to_reach_s']:.2f} s, impact velocity "
+                     f"{metrics['impact_velocity_m_s'] * 1e3:.1f} mm/s.")
+    elif complete:
+        lines.append("The debris was not reached.")
+    else:
+        lines.append(f"The trial did not complete ({status}{': ' + message if message else ''}); "
+                     "it will be run again.")
+    return lines + ["", f"{left} trials left. Take a short rest."]
+
+
 def pending_trials(out_dir: Path, specs: list[TrialSpec]) -> list[TrialSpec]:
     """The trials whose file is missing or incomplete, in session order."""
     return [spec for spec in specs if not is_complete(trial_path(out_dir, spec))]

@@ -11,6 +11,20 @@ process, at any moment loses nothing recorded before:
   partial) trial file; :meth:`TraineeDB.recover` marks such rows ``interrupted`` the next
   time the trainer opens the database.
 
+Each attempt also keeps its **outcome** (column ``outcome``): the one word the trial
+ended with (:data:`analysis.outcomes.OUTCOMES`: ``captured``, ``contact_lost``,
+``pushed_away``, ``missed``, ``timeout``, ``aborted``), with its one-line reason
+(``outcome_reason``). A capture is ``outcome == "captured"``; ``reached`` (the surface
+distance reached 0) is kept for what it means: the scores of the first reach are defined.
+Attempts recorded before outcomes were (and attempts that never ran) have outcome None.
+
+Schema versions (``PRAGMA user_version``): 0 is the first schema (no version was
+written), 1 adds ``attempts.outcome`` and ``attempts.outcome_reason``. Opening a database
+brings it to :data:`SCHEMA_VERSION` in one immediate transaction (:meth:`TraineeDB._migrate`:
+each step adds what is missing, so a half-migrated or concurrently opened file is fine);
+old rows keep NULL in the new columns. A database of a newer trainer (a higher version)
+is opened as it is.
+
 Scores: lower is better for all four (impact velocity [m/s], time to reach [s],
 post-capture tracking error as the velocity MSE [m²/s²] and position MSE [m²], base
 disturbance as the peak base torque [N m] and peak attitude drift [rad]); they are the
@@ -46,6 +60,12 @@ SCORE_COLUMNS: tuple[str, ...] = (
     "peak_base_attitude_rad",
 )
 STATUSES = ("running", "finished", "aborted", "error", "interrupted")
+#: The schema this code writes (``PRAGMA user_version``; see the module docstring).
+SCHEMA_VERSION = 1
+#: Columns each version adds to ``attempts``: ``{version: ((name, SQL type), ...)}``.
+ADDED_COLUMNS: dict[int, tuple[tuple[str, str], ...]] = {
+    1: (("outcome", "TEXT"), ("outcome_reason", "TEXT")),
+}
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS trainees (
@@ -75,7 +95,8 @@ CREATE TABLE IF NOT EXISTS attempts (
     end_reason TEXT,
     reached INTEGER,
     {", ".join(f"{name} REAL" for name in SCORE_COLUMNS)},
-    metrics_json TEXT
+    metrics_json TEXT,
+    {", ".join(f"{name} {kind}" for columns in ADDED_COLUMNS.values() for name, kind in columns)}
 );
 CREATE INDEX IF NOT EXISTS attempts_by_session ON attempts(session_id);
 """
@@ -99,6 +120,13 @@ class Attempt:
     end_reason: str | None
     reached: bool | None
     scores: dict[str, float]
+    outcome: str | None = None
+    outcome_reason: str | None = None
+
+    @property
+    def captured(self) -> bool:
+        """The tool closed on the debris (``outcome == "captured"``)."""
+        return self.outcome == "captured"
 
 
 @dataclass(frozen=True)
@@ -145,10 +173,37 @@ class TraineeDB:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._db.executescript(_SCHEMA)
+            self._migrate()
             self._fold_names()
         except sqlite3.DatabaseError as error:
             self._db.close()
             raise TrialError(f"{self.path}: not a usable trainee database ({error})") from None
+
+    def _migrate(self) -> None:
+        """Bring an older database to :data:`SCHEMA_VERSION` (module docstring)."""
+        (version,) = self._db.execute("PRAGMA user_version").fetchone()
+        if version >= SCHEMA_VERSION:
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            (version,) = self._db.execute("PRAGMA user_version").fetchone()
+            have = {row[1] for row in self._db.execute("PRAGMA table_info(attempts)")}
+            for step in range(version + 1, SCHEMA_VERSION + 1):
+                for name, kind in ADDED_COLUMNS.get(step, ()):
+                    if name not in have:
+                        self._db.execute(f"ALTER TABLE attempts ADD COLUMN {name} {kind}")
+            if version < SCHEMA_VERSION:
+                self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION:d}")
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+
+    @property
+    def schema_version(self) -> int:
+        """The database's ``PRAGMA user_version``."""
+        (version,) = self._db.execute("PRAGMA user_version").fetchone()
+        return int(version)
 
     def _fold_names(self) -> None:
         """Give every trainee its NFC name; merge two spellings of one name into one."""
@@ -213,10 +268,21 @@ class TraineeDB:
     def finish_attempt(
         self, attempt_id: int, status: str, metrics: dict[str, Any] | None = None,
         end_reason: str | None = None, trial_path: str | None = None,
+        outcome: str | None = None, outcome_reason: str | None = None,
     ) -> None:
-        """Record how an attempt ended and its scores (``metrics``: TrialMetrics.as_dict())."""
+        """Record how an attempt ended and its scores (``metrics``: TrialMetrics.as_dict()).
+
+        Args:
+            outcome: the trial's outcome word (one of ``analysis.outcomes.OUTCOMES``), or
+                None when it recorded none.
+            outcome_reason: its one-line reason.
+        """
+        from analysis.outcomes import OUTCOMES
+
         if status not in STATUSES or status == "running":
             raise TrialError(f"attempt status must be one of {STATUSES[1:]}, got {status!r}")
+        if outcome is not None and outcome not in OUTCOMES:
+            raise TrialError(f"attempt outcome must be one of {OUTCOMES} or None, got {outcome!r}")
         metrics = metrics or {}
         scores = [_float(metrics.get(name)) for name in SCORE_COLUMNS]
         scores_sql = [None if math.isnan(v) else v for v in scores]
@@ -224,23 +290,26 @@ class TraineeDB:
         assignments = ", ".join(f"{name} = ?" for name in SCORE_COLUMNS)
         self._db.execute(
             f"UPDATE attempts SET ended_s = ?, status = ?, end_reason = ?, reached = ?, "
-            f"{assignments}, metrics_json = ?, trial_path = COALESCE(?, trial_path) WHERE id = ?",
+            f"{assignments}, metrics_json = ?, outcome = ?, outcome_reason = ?, "
+            f"trial_path = COALESCE(?, trial_path) WHERE id = ?",
             (
                 time.time(), status, end_reason, None if reached is None else int(bool(reached)),
-                *scores_sql, json.dumps(metrics, default=str),
+                *scores_sql, json.dumps(metrics, default=str), outcome, outcome_reason,
                 None if trial_path is None else str(absolute_path(trial_path)), attempt_id,
             ),
         )
 
     def recover(self) -> int:
-        """Mark attempts left ``running`` by a closed or killed trainer ``interrupted``.
+        """Mark attempts left ``running`` by a closed or killed trainer ``interrupted``
+        (outcome ``aborted``: their trial files are incomplete).
 
         Call when the trainer starts (one trainer per database at a time). Returns how
         many rows changed.
         """
         cursor = self._db.execute(
             "UPDATE attempts SET status = 'interrupted', end_reason = 'window closed or process "
-            "killed' WHERE status = 'running'"
+            "killed', outcome = COALESCE(outcome, 'aborted'), outcome_reason = COALESCE(outcome_reason, "
+            "'the trainer was closed or killed during the attempt') WHERE status = 'running'"
         )
         return cursor.rowcount
 
@@ -273,7 +342,7 @@ class TraineeDB:
         query = (
             "SELECT a.id, a.session_id, t.name, a.started_s, a.ended_s, a.scenario, a.condition, "
             "a.seed, a.trial_id, a.trial_path, a.status, a.end_reason, a.reached, "
-            f"{', '.join('a.' + name for name in SCORE_COLUMNS)} FROM attempts a "
+            f"{', '.join('a.' + name for name in SCORE_COLUMNS)}, a.outcome, a.outcome_reason FROM attempts a "
             "JOIN sessions s ON s.id = a.session_id JOIN trainees t ON t.id = s.trainee_id "
             "WHERE t.name = ?"
         )
@@ -290,6 +359,8 @@ class TraineeDB:
                 *row[:12],
                 reached=None if row[12] is None else bool(row[12]),
                 scores={name: _float(v) for name, v in zip(SCORE_COLUMNS, row[13 : 13 + n])},
+                outcome=row[13 + n],
+                outcome_reason=row[14 + n],
             )
             for row in rows
         ]

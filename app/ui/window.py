@@ -123,6 +123,13 @@ class AttemptResult:
     frames_drawn: int = 0
     priority: str = ""
 
+    @property
+    def outcome(self) -> Any:
+        """How the attempt ended (:class:`app.ui.outcomes.AttemptOutcome`)."""
+        from app.ui.outcomes import attempt_outcome
+
+        return attempt_outcome(self.status, self.summary, self.metrics, self.message)
+
 
 def require_display(environ: Any = None, platform: str | None = None) -> None:
     """Refuse, in one line, to open the trainer window where nobody can see it.
@@ -544,6 +551,7 @@ class AttemptScreen(Screen):
             model=payload["model"], n_joints=payload["n_joints"],
             target_radius_m=payload["target_radius_m"], condition=payload["condition"],
             scenario=payload["scenario"], duration_s=payload["duration_s"],
+            **{key: float(payload[key]) for key in ("tool_tip_radius_m", "envelope_radius_m") if key in payload},
         )
         if self.app.viewer is not None:
             self.app.viewer.attach(payload)
@@ -667,14 +675,17 @@ class TraineeFlow:
 
     @staticmethod
     def _bests(scored: list[Any]) -> list[str]:
-        """One line per condition: the best impact velocity and the reach rate so far."""
+        """One line per condition: captures so far (outcome ``captured``), and the best
+        impact velocity of the attempts that reached the debris."""
         lines = []
         for condition in (PRACTISE, TEST):
             mine = [a for a in scored if a.condition == condition]
             impacts = [a.scores["impact_velocity_m_s"] for a in mine if a.reached]
             if mine:
-                best = f"best impact {min(impacts) * 1e3:.1f} mm/s, " if impacts else ""
-                lines.append(f"  {condition.upper()}: {best}reached {len(impacts)} of {len(mine)}")
+                captured = sum(1 for a in mine if a.captured)
+                best = (f", best impact {min(impacts) * 1e3:.1f} mm/s (reached {len(impacts)})"
+                        if impacts else "")
+                lines.append(f"  {condition.upper()}: captured {captured} of {len(mine)}{best}")
         return lines
 
     def attempt(self, condition: str) -> Screen:
@@ -702,10 +713,12 @@ class TraineeFlow:
 
     def done(self, result: AttemptResult) -> Screen:
         if self.attempt_id:
+            outcome = result.outcome
             self.db.finish_attempt(
                 self.attempt_id, result.status, result.metrics,
                 end_reason=result.summary.get("end_reason") or result.message or None,
                 trial_path=result.summary.get("path"),
+                outcome=outcome.recorded, outcome_reason=outcome.reason or None,
             )
         return self.score_card(result)
 
@@ -765,7 +778,7 @@ class _ScoreScreen(Screen):
         draw_score_card(surface, self.app.fonts, f"{self.flow.trainee}: {condition}", status,
                         None if reached is None else bool(reached), self.comparisons,
                         "Enter: back to the menu    H: progress",
-                        f"trial file: {self.result.summary.get('path', '-')}")
+                        f"trial file: {self.result.summary.get('path', '-')}", self.result.outcome)
 
 
 class _ProgressScreen(Screen):
@@ -924,6 +937,7 @@ class SessionFlow:
                              lambda result: self.done(spec, result))
 
     def done(self, spec: Any, result: AttemptResult) -> Screen:
+        from app.ui.session import pause_lines
         from trials.study import is_complete, trial_path
 
         complete = is_complete(trial_path(self.config.out_dir, spec))
@@ -932,16 +946,8 @@ class SessionFlow:
         if self.auto_left:
             self.auto_left -= 1
             return _Deferred(self.app, self.instruction)
-        m = result.metrics
-        if complete and m.get("reached"):
-            lines = [f"Reached the debris after {m['time_to_reach_s']:.2f} s, impact velocity "
-                     f"{m['impact_velocity_m_s'] * 1e3:.1f} mm/s."]
-        elif complete:
-            lines = ["The debris was not reached."]
-        else:
-            lines = [f"The trial did not complete ({result.status}"
-                     f"{': ' + result.message if result.message else ''}); it will be run again."]
-        lines += ["", f"{len(self.pending)} trials left. Take a short rest."]
+        lines = pause_lines(result.outcome, complete, result.status, result.message, result.metrics,
+                            len(self.pending))
         actions: dict[str, tuple[str, Callable[[], None]]] = {
             "space": ("next trial" if self.pending else "finish",
                       lambda: self.app.switch(self.instruction())),

@@ -170,3 +170,141 @@ def test_trial_paths_are_stored_absolute(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path / "relative")  # another directory: the same history
     with TraineeDB(tmp_path / "relative" / "t.sqlite") as db:
         assert Path(db.attempts("ada")[0].trial_path).is_absolute()
+
+
+# The schema of the first trainer (no PRAGMA user_version, no outcome columns), verbatim.
+OLD_SCHEMA = """
+CREATE TABLE IF NOT EXISTS trainees (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    created_s REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sessions (
+    id INTEGER PRIMARY KEY,
+    trainee_id INTEGER NOT NULL REFERENCES trainees(id),
+    started_s REAL NOT NULL,
+    ended_s REAL,
+    device TEXT NOT NULL,
+    kind TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS attempts (
+    id INTEGER PRIMARY KEY,
+    session_id INTEGER NOT NULL REFERENCES sessions(id),
+    started_s REAL NOT NULL,
+    ended_s REAL,
+    scenario TEXT NOT NULL,
+    condition TEXT NOT NULL,
+    seed INTEGER NOT NULL,
+    trial_id TEXT NOT NULL,
+    trial_path TEXT NOT NULL,
+    status TEXT NOT NULL,
+    end_reason TEXT,
+    reached INTEGER,
+    impact_velocity_m_s REAL, time_to_reach_s REAL, mse_velocity_m2_s2 REAL, mse_position_m2 REAL,
+    peak_base_torque_n_m REAL, peak_base_attitude_rad REAL,
+    metrics_json TEXT
+);
+CREATE INDEX IF NOT EXISTS attempts_by_session ON attempts(session_id);
+"""
+
+
+def _old_database(path: Path) -> None:
+    import sqlite3
+
+    raw = sqlite3.connect(path, isolation_level=None)
+    raw.executescript(OLD_SCHEMA)
+    raw.execute("INSERT INTO trainees(id, name, created_s) VALUES (1, 'ada', 0)")
+    raw.execute("INSERT INTO sessions(id, trainee_id, started_s, device, kind) VALUES (1, 1, 1, 'mouse', 'train')")
+    raw.execute(
+        "INSERT INTO attempts(session_id, started_s, ended_s, scenario, condition, seed, trial_id, trial_path, "
+        "status, end_reason, reached, impact_velocity_m_s, time_to_reach_s) "
+        "VALUES (1, 2, 3, 'paper-2019', 'dg', 7, 'old', '/x/old.parquet', 'finished', 'capture_window_done', 1, "
+        "0.04, 2.5)"
+    )
+    raw.close()
+
+
+def _columns(path: Path) -> dict[str, str]:
+    import sqlite3
+
+    raw = sqlite3.connect(path)
+    try:
+        return {row[1]: row[2] for row in raw.execute("PRAGMA table_info(attempts)")}
+    finally:
+        raw.close()
+
+
+def test_an_old_database_is_migrated_and_its_rows_kept(tmp_path: Path) -> None:
+    from app.ui.trainee_db import SCHEMA_VERSION
+
+    path = tmp_path / "old.sqlite"
+    _old_database(path)
+    assert "outcome" not in _columns(path)
+    with TraineeDB(path) as db:
+        assert db.schema_version == SCHEMA_VERSION
+        (old,) = db.attempts("ada")
+        assert old.outcome is None and old.outcome_reason is None and not old.captured
+        assert old.reached is True and old.scores["impact_velocity_m_s"] == pytest.approx(0.04)
+        assert old.end_reason == "capture_window_done"
+        # New attempts in the migrated database carry their outcome.
+        session = db.start_session("ada", "mouse")
+        new = db.start_attempt(session, "paper-2019", "ng", 8, "new", tmp_path / "new.parquet")
+        db.finish_attempt(new, "finished", _metrics(0.01, 2.0), outcome="captured",
+                          outcome_reason="tool closed at 2.300 s")
+    columns = _columns(path)
+    assert columns["outcome"] == "TEXT" and columns["outcome_reason"] == "TEXT"
+    with TraineeDB(path) as db:  # opening again changes nothing
+        assert db.schema_version == SCHEMA_VERSION
+        old, new_attempt = db.attempts("ada")
+        assert old.outcome is None
+        assert new_attempt.outcome == "captured" and new_attempt.captured
+        assert new_attempt.outcome_reason == "tool closed at 2.300 s"
+
+
+def test_a_half_migrated_database_opens(tmp_path: Path) -> None:
+    """The column is there but the version was never written (a migration cut short)."""
+    import sqlite3
+
+    path = tmp_path / "half.sqlite"
+    _old_database(path)
+    raw = sqlite3.connect(path, isolation_level=None)
+    raw.execute("ALTER TABLE attempts ADD COLUMN outcome TEXT")
+    raw.close()
+    with TraineeDB(path) as db:
+        assert db.attempts("ada")[0].outcome is None
+    assert {"outcome", "outcome_reason"} <= set(_columns(path))
+
+
+def test_outcomes_stored_and_captures_counted_by_outcome(tmp_path: Path) -> None:
+    from app.ui.cards import outcome_tally
+
+    with TraineeDB(tmp_path / "t.sqlite") as db:
+        session = db.start_session("ada", "mouse")
+        # reached in all three, captured in one: a capture is the outcome, not the reach
+        for outcome in ("captured", "pushed_away", "contact_lost"):
+            attempt = db.start_attempt(session, "s", "dg", 1, outcome, "x.parquet")
+            db.finish_attempt(attempt, "finished", _metrics(0.02, 2.0), outcome=outcome)
+        missed = db.start_attempt(session, "s", "dg", 1, "m", "x.parquet")
+        db.finish_attempt(missed, "finished", _metrics(math.nan, math.nan, reached=False), outcome="missed")
+        with pytest.raises(TrialError, match="outcome"):
+            db.finish_attempt(missed, "finished", {}, outcome="reached")
+        db.start_attempt(session, "s", "ng", 1, "left-running", "y.parquet")
+        assert db.recover() == 1
+        attempts = db.attempts("ada")
+    assert [a.outcome for a in attempts] == ["captured", "pushed_away", "contact_lost", "missed", "aborted"]
+    assert sum(a.captured for a in attempts) == 1
+    assert sum(bool(a.reached) for a in attempts) == 3
+    assert outcome_tally(attempts) == "Captured 1, Contact lost 1, Pushed away 1, Missed 1, Aborted 1"
+
+
+def test_menu_counts_captures_by_outcome(tmp_path: Path) -> None:
+    from app.ui.window import TraineeFlow
+
+    with TraineeDB(tmp_path / "t.sqlite") as db:
+        session = db.start_session("ada", "mouse")
+        for outcome, reached in (("captured", True), ("pushed_away", True), ("timeout", False)):
+            attempt = db.start_attempt(session, "s", "dg", 1, outcome, "x.parquet")
+            db.finish_attempt(attempt, "finished", _metrics(0.03 if reached else math.nan, 2.0, reached),
+                              outcome=outcome)
+        lines = TraineeFlow._bests(db.attempts("ada", status="finished"))
+    assert lines == ["  DG: captured 1 of 3, best impact 30.0 mm/s (reached 2)"]

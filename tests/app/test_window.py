@@ -85,6 +85,14 @@ def test_scene_drawn_where_the_log_says(trainer_run: tuple[list, Path]) -> None:
     if abs(dy) > 0.02:
         assert math.copysign(1.0, ty - ey) == -math.copysign(1.0, dy)
 
+    # The capture tool (no contact yet at this time) is drawn around the end effector.
+    tool = _mask(pixels, COLOURS["tool"]) & view
+    txs, tys = np.nonzero(tool)
+    assert tool.sum() > 20
+    assert np.max(np.hypot(txs - ex, tys - ey)) < 40
+    assert not (_mask(pixels, COLOURS["contact"]) & view).any()
+    assert not (_mask(pixels, COLOURS["captured"]) & view).any()
+
     # The guidance arrow starts at the end effector.
     guidance = _mask(pixels, COLOURS["guidance"]) & view
     gx, gy = np.nonzero(guidance)
@@ -105,6 +113,8 @@ def test_attempt_recorded_in_trainee_database(trainer_run: tuple[list, Path]) ->
         sessions = db.sessions("tester")
     assert len(sessions) == 1 and sessions[0].ended_s is not None
     assert [a.status for a in attempts] == ["aborted"]
+    assert results[0].summary["outcome"] == "aborted"  # stopped by stop_after_s, as with Esc
+    assert [a.outcome for a in attempts] == ["aborted"] and attempts[0].outcome_reason
     assert attempts[0].condition == "dg"
     assert Path(attempts[0].trial_path) == Path(results[0].summary["path"])
     assert Path(attempts[0].trial_path).is_file()

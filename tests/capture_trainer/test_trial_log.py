@@ -32,12 +32,14 @@ def test_a_file_written_with_format_1_keeps_loading() -> None:
     table, metadata = trial_log.read_trial_log(V1_FILE)
     assert metadata["format_version"] == 1 and metadata["complete"] is True
     assert table.num_rows == metadata["rows"] == 200
-    assert tuple(table.column_names) == trial_log.required_columns(metadata["n_joints"])
-    assert tuple(table.column_names) == trial_log.LogSchema.for_model(3).names
+    assert tuple(table.column_names) == trial_log.required_columns(metadata["n_joints"], 1)
+    assert set(trial_log.LogSchema.for_model(3).names) - set(table.column_names) == {
+        "contact_force_x_n", "contact_force_y_n", "contact_force_z_n", "debris_w_x_rad_s", "debris_w_y_rad_s",
+        "debris_w_z_rad_s", "contact", "captured"}
     times = table[trial_log.TIME].to_numpy()
     np.testing.assert_allclose(np.diff(times), 1e-3)
     assert table.schema.field(trial_log.FLAG_ENGAGED).type == pa.bool_()
-    assert set(metadata) >= set(trial_log.METADATA_KEYS) - {"write_error"}
+    assert set(metadata) >= set(trial_log.METADATA_KEYS) - {"write_error"} - trial_log.METADATA_KEYS_ADDED_IN_V2
     assert trial_log.read_metadata(V1_FILE) == metadata
 
 
@@ -114,7 +116,7 @@ def test_the_schema_builds_the_table_the_reader_reads(tmp_path: Path) -> None:
     read, meta = trial_log.read_trial_log(path)
     assert read.schema.field("a_m").type == pa.float64() and read.schema.field("x").type == pa.bool_()
     assert read["y"].to_pylist() == [False, True]
-    assert meta == {"format_version": 1, "note": 2.5, "q": [0, 1]}
+    assert meta == {"format_version": trial_log.FORMAT_VERSION, "note": 2.5, "q": [0, 1]}
 
 
 @pytest.mark.parametrize(

@@ -43,7 +43,7 @@ def test_the_automatic_capture_over_the_link_is_bit_identical(monkeypatch, model
 
 def test_a_guided_trial_with_a_simulated_participant_is_bit_identical(monkeypatch, tmp_path):
     request = trials.runner.TrialRequest(scenario="paper-2019", condition="dg", participant="novice", seed=2,
-                                         trial_id="t", time_limit_s=4.0)
+                                         trial_id="t", time_limit_s=4.0, contact="proximity")
     local = trials.runner.run_trial(request, tmp_path / "local")
     monkeypatch.setattr(trials.runner, "ARM_BACKENDS", REMOTE_ONLY)
     linked = trials.runner.run_trial(request, tmp_path / "linked")
@@ -61,7 +61,7 @@ def test_run_with_arm_drives_a_served_arm_like_the_in_process_one(tmp_path, caps
     from robot.link.server import LinkServer
     from robot.models import MODELS
 
-    argv = ["run", "--condition", "apf", "--seed", "4", "--json"]
+    argv = ["run", "--condition", "apf", "--seed", "4", "--json", "--contact", "proximity"]
     assert main([*argv, "--out", str(tmp_path / "local")]) == 0
     with LinkServer(MODELS["planar-3r"], ARM_BACKENDS.get("pybullet"), "tcp://127.0.0.1:*") as server:
         server.start()

@@ -169,5 +169,5 @@ class TestMetadataBounds:
         assert metadata["rows"] == 1 and len(metadata["end_reason"].encode()) <= trial_log.MAX_TEXT_BYTES
 
     def test_a_version_other_than_the_one_written_is_refused(self, tmp_path: Path) -> None:
-        with pytest.raises(TrialError, match="writes format_version 1, not 7"):
+        with pytest.raises(TrialError, match=f"writes format_version {trial_log.FORMAT_VERSION}, not 7"):
             TrialRecorder(tmp_path / "t.parquet", ("t_s",), (), {"format_version": 7}, 10)

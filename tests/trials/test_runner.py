@@ -77,8 +77,11 @@ def test_automatic_capture_reaches_softly_and_ends_after_the_window(tmp_path: Pa
     reach = summary["time_to_reach_s"]
     assert reach is not None and 0.5 < reach < 5.0
     assert summary["impact_velocity_m_s"] < 0.03
-    # the trial ran the 1 s window and the hold after the reach, then stopped
-    assert summary["sim_s"] == pytest.approx(reach + 1.25, abs=2e-3)
+    # the tool closed after the 0.1 s hold that began at the first touch (the reach of the
+    # contact radius), then the trial ran the 1 s window and the 0.25 s after it, and stopped
+    assert summary["outcome"] == "captured"
+    assert summary["outcome_at_s"] == pytest.approx(reach + 0.1, abs=3e-3)
+    assert summary["sim_s"] == pytest.approx(summary["outcome_at_s"] + 1.25, abs=2e-3)
 
 
 def test_simulated_device_needs_a_simulated_participant(tmp_path: Path) -> None:

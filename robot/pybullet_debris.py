@@ -1,0 +1,349 @@
+"""The debris body in the arm's PyBullet world (see :mod:`robot.debris` for the model).
+
+Per servo tick :meth:`PyBulletDebris.read` costs two PyBullet queries (base pose and
+velocity of the debris); the contact (:class:`PenaltyContact`: ``getClosestPoints``
+between the debris and the tool's link, and while they touch the two bodies' velocities
+and two ``applyExternalForce``) runs only while the tool is within
+:data:`CONTACT_QUERY_MARGIN_M` of the fixture, and a thrust (curved paths only) one
+``applyExternalForce`` until the first contact.
+
+Why a penalty force rather than Bullet's contact response: the plant's MLCP (Dantzig)
+solver, chosen for exact joint-rate tracking (:mod:`robot.pybullet_arm`), ignores
+``contactStiffness``/``contactDamping`` (measured: every impact perfectly plastic, e = 0),
+and Bullet's restitution is not meant for this. The collision geometry and the contact
+point and normal are still PyBullet's (``getClosestPoints``); the force is the
+spring-damper of :class:`robot.debris.ContactModel`, applied equal and opposite at one
+point, so momentum and angular momentum are conserved by construction.
+"""
+
+from __future__ import annotations
+
+import math
+from types import ModuleType
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from capture_trainer.errors import PhysicsError
+from robot.debris import ContactModel, DebrisReading, DebrisSpec, PathMotion, Payload, quaternion_matrix
+
+#: The contact query runs while the surface gap is below this plus one tick's closing [m].
+CONTACT_QUERY_MARGIN_M = 0.01
+#: Force limit of the closed tool's fixed constraint [N]: far above any contact here.
+TOOL_CONSTRAINT_FORCE_N = 1.0e9
+
+
+class PenaltyContact:
+    """The spring-damper contact between two PyBullet bodies (or links).
+
+    While PyBullet's closest points of the two shapes overlap by ``δ > 0`` along the
+    normal ``n`` (from B toward A), A gets ``F = (k δ + c δ̇) n + F_t`` and B gets ``−F``,
+    both at the midpoint of the two closest points, for the next step; ``δ̇`` is the
+    closing speed of the two contact points, ``F_t = −min(μ |F_n|, c |v_t|) v̂_t`` a
+    regularised Coulomb friction against the tangential slip ``v_t`` of A relative to B.
+    ``k`` and ``c`` come from :class:`robot.debris.ContactModel` and ``mass_kg``.
+    """
+
+    def __init__(self, pb: ModuleType, client: int, body_a: int, link_a: int, body_b: int, link_b: int,
+                 model: ContactModel, mass_kg: float) -> None:
+        self._pb, self._client = pb, client
+        self._a, self._link_a, self._b, self._link_b = body_a, link_a, body_b, link_b
+        self.stiffness_n_m = model.stiffness_n_m(mass_kg)
+        self.damping_n_s_m = model.damping_n_s_m(mass_kg)
+        self.friction = model.friction
+        self._active = True
+        self._velocity_a = np.zeros(3)
+        self._velocity_b = np.zeros(3)
+        pb.setCollisionFilterPair(body_a, body_b, link_a, link_b, 0, physicsClientId=client)
+
+    def release(self) -> None:
+        """Stop applying contact forces (the tool has closed)."""
+        self._active = False
+
+    def _point_velocity(self, body: int, link: int, point: NDArray[np.float64], out: NDArray[np.float64]) -> None:
+        pb, client = self._pb, self._client
+        if link < 0:
+            centre = pb.getBasePositionAndOrientation(body, physicsClientId=client)[0]
+            velocity, angular = pb.getBaseVelocity(body, physicsClientId=client)
+        else:
+            state = pb.getLinkState(body, link, computeLinkVelocity=1, computeForwardKinematics=1,
+                                    physicsClientId=client)
+            centre, velocity, angular = state[0], state[6], state[7]
+        out[:] = np.add(velocity, np.cross(angular, point - np.asarray(centre)))
+
+    def update(self, force_on_a: NDArray[np.float64], point_out: NDArray[np.float64],
+               normal_out: NDArray[np.float64], a_motion: tuple[NDArray[np.float64], ...] | None = None,
+               b_point_velocity: NDArray[np.float64] | None = None) -> bool:
+        """Compute and apply this step's contact force; True while the shapes overlap.
+
+        Writes the force on A [N], the contact point [m] and the normal (B toward A).
+        ``a_motion`` (A's centre of mass [m], velocity [m/s], angular velocity [rad/s])
+        and ``b_point_velocity`` (B's velocity at the contact [m/s]) spare the queries
+        when the caller already has them.
+        """
+        force_on_a[:] = 0.0
+        if not self._active:
+            return False
+        pb, client = self._pb, self._client
+        points = pb.getClosestPoints(self._a, self._b, 0.0, self._link_a, self._link_b, physicsClientId=client)
+        if not points:
+            return False
+        closest = min(points, key=lambda p: p[8])
+        depth = -float(closest[8])
+        if depth <= 0.0:
+            return False
+        normal = np.asarray(closest[7], dtype=float)
+        point = 0.5 * (np.asarray(closest[5]) + np.asarray(closest[6]))
+        if a_motion is None:
+            self._point_velocity(self._a, self._link_a, point, self._velocity_a)
+        else:
+            centre, velocity, angular = a_motion
+            self._velocity_a[:] = velocity + np.cross(angular, point - centre)
+        if b_point_velocity is None:
+            self._point_velocity(self._b, self._link_b, point, self._velocity_b)
+        else:
+            self._velocity_b[:] = b_point_velocity
+            if self._link_b >= 0:  # after a step PyBullet's link pose is stale until forward kinematics
+                pb.getLinkState(self._b, self._link_b, computeForwardKinematics=1, physicsClientId=client)
+        relative = self._velocity_a - self._velocity_b
+        closing = -float(relative @ normal)
+        normal_force = self.stiffness_n_m * depth + self.damping_n_s_m * closing
+        force_on_a += normal_force * normal
+        slip = relative - float(relative @ normal) * normal
+        slip_speed = float(np.linalg.norm(slip))
+        if slip_speed > 0.0 and self.friction > 0.0:
+            magnitude = min(self.friction * abs(normal_force), self.damping_n_s_m * slip_speed)
+            force_on_a -= magnitude * slip / slip_speed
+        at = point.tolist()
+        pb.applyExternalForce(self._a, self._link_a, force_on_a.tolist(), at, pb.WORLD_FRAME, physicsClientId=client)
+        pb.applyExternalForce(self._b, self._link_b, (-force_on_a).tolist(), at, pb.WORLD_FRAME,
+                              physicsClientId=client)
+        point_out[:] = point
+        normal_out[:] = normal
+        return True
+
+
+class PyBulletDebris:
+    """A :class:`robot.debris.CaptureScene` in PyBullet: the debris body and the contact
+    between it and the end effector's capture probe.
+
+    Args:
+        pb: the pybullet module; client: the physics client (the arm's).
+        arm_body: the arm's body id; tool_link: the link carrying the probe (the last).
+        tool_tip_radius_m: the probe sphere's radius [m].
+        tool_link_com_m: the tool link's centre of mass in its link frame [m] (PyBullet
+            reports link poses at the centre of mass).
+        tool_mass_kg: the tool's effective mass for a push (the arm and base as one rigid
+            body seen at the end effector, lowest over directions) [kg]; the contact's
+            spring-damper is set from the reduced mass of debris and tool.
+        spec: the debris.
+        prediction: its contact-free path (for :meth:`sample`).
+        dt_s: the plant step [s].
+    """
+
+    physical = True
+
+    def __init__(self, pb: ModuleType, client: int, arm_body: int, tool_link: int, tool_tip_radius_m: float,
+                 tool_link_com_m: ArrayLike, spec: DebrisSpec, prediction: PathMotion, dt_s: float,
+                 tool_mass_kg: float = math.inf) -> None:
+        if not (spec.mass_kg > 0.0 and math.isfinite(spec.mass_kg)):
+            raise PhysicsError(f"debris mass must be a positive number of kg, got {spec.mass_kg}")
+        self._pb, self._client, self._arm, self._tool_link = pb, client, arm_body, tool_link
+        self._tool_com = np.asarray(tool_link_com_m, dtype=float)
+        self.spec = spec
+        self.prediction = prediction
+        self.dt_s = dt_s
+        self.contact_radius_m = spec.fixture_radius_m + tool_tip_radius_m
+        self.contact_mass_kg = (spec.mass_kg if math.isinf(tool_mass_kg)
+                                else spec.mass_kg * tool_mass_kg / (spec.mass_kg + tool_mass_kg))
+        self.reading = DebrisReading()
+        self._lever = np.asarray(spec.lever_arm_m, dtype=float)
+        self._has_lever = bool(np.any(self._lever != 0.0))
+        self._lever_list = [float(v) for v in self._lever]
+        self._t_s = 0.0
+        self._touched = False
+        self._thrust = spec.thrust
+        self._thrust_acc = np.zeros(3)
+        self._scratch = (np.zeros(3), np.zeros(3))
+        self._constraint = -1
+        # centre [m], velocity [m/s], angular velocity [rad/s] of the body, refilled at once
+        self._state = np.zeros(9)
+        self._centre, self._velocity = self._state[0:3], self._state[3:6]
+        self.reading.angular_velocity_rad_s = self._state[6:9]
+        if not self._has_lever:
+            self.reading.point_m, self.reading.point_velocity_m_s = self._centre, self._velocity
+        self._point_list: tuple[float, ...] = (0.0, 0.0, 0.0)
+        omega = np.asarray(spec.angular_velocity_rad_s, dtype=float)
+        gyroscopic = np.cross(omega, np.asarray(spec.inertia_kg_m2, dtype=float) @ omega)
+        #: Free flight with constant velocities (no thrust, no contact yet, spin about a
+        #: principal axis): the velocity query is skipped until something acts on it.
+        self._coasting = spec.thrust is None and not np.any(gyroscopic != 0.0)
+        self._initial_velocities = (tuple(map(float, spec.velocity_m_s)), tuple(map(float, omega)))
+        self._body = self._create()
+        self._configure_contact()
+        self._read_body()
+
+    # ----------------------------------------------------------------- set-up
+    def _create(self) -> int:
+        pb, client, spec = self._pb, self._client, self.spec
+        collision = pb.createCollisionShape(pb.GEOM_SPHERE, radius=spec.fixture_radius_m,
+                                            collisionFramePosition=list(map(float, spec.lever_arm_m)),
+                                            physicsClientId=client)
+        visual = pb.createVisualShape(pb.GEOM_BOX, halfExtents=[0.5 * s for s in spec.size_m],
+                                      rgbaColor=[0.55, 0.55, 0.6, 0.6], physicsClientId=client)
+        body: int = pb.createMultiBody(baseMass=spec.mass_kg, baseCollisionShapeIndex=collision,
+                                       baseVisualShapeIndex=visual, basePosition=spec.centre0_m.tolist(),
+                                       physicsClientId=client)
+        if body < 0:
+            raise PhysicsError("PyBullet could not create the debris body")
+        inertia = np.asarray(spec.inertia_kg_m2, dtype=float)
+        if np.any(np.abs(inertia - np.diag(np.diag(inertia))) > 1e-12 * np.abs(inertia).max()):
+            raise PhysicsError("the debris inertia must be diagonal in the task axes at t = 0 (principal axes)")
+        pb.changeDynamics(body, -1, localInertiaDiagonal=np.diag(inertia).tolist(), linearDamping=0.0,
+                          angularDamping=0.0, physicsClientId=client)
+        pb.resetBaseVelocity(body, list(map(float, spec.velocity_m_s)), list(map(float, spec.angular_velocity_rad_s)),
+                             physicsClientId=client)
+        return body
+
+    def _configure_contact(self) -> None:
+        """Bullet's own contact response between tool and debris is switched off (its
+        restitution is not trusted and its MLCP solver ignores soft-contact parameters);
+        :class:`PenaltyContact` applies the documented spring-damper instead."""
+        pb, client = self._pb, self._client
+        pb.changeDynamics(self._body, -1, restitution=0.0, physicsClientId=client)
+        self._penalty = PenaltyContact(pb, client, self._body, -1, self._arm, self._tool_link, self.spec.contact,
+                                       self.contact_mass_kg)
+
+    @property
+    def body_id(self) -> int:
+        """The debris' PyBullet body id (tests and drawing only)."""
+        return self._body
+
+    # ------------------------------------------------------------ per tick
+    def read(self, t_s: float, ee_position_m: NDArray[np.float64], ee_velocity_m_s: NDArray[np.float64]) -> None:
+        """Refill the reading after a plant step (plant time ``t_s`` [s]); queue the
+        thrust of the next step."""
+        r = self.reading
+        self._t_s = t_s
+        position = self._read_body()
+        px, py, pz = self._point_list
+        ex, ey, ez = ee_position_m.tolist()
+        dx, dy, dz = px - ex, py - ey, pz - ez
+        r.offset_m[:] = (dx, dy, dz)
+        r.gap_m = math.sqrt(dx * dx + dy * dy + dz * dz) - self.contact_radius_m
+        if r.attached:
+            r.in_contact = True
+            r.force_on_debris_n[:] = 0.0
+        elif r.gap_m < CONTACT_QUERY_MARGIN_M:
+            self._coasting = False
+            self._contact(ee_velocity_m_s)
+        elif r.in_contact:
+            r.in_contact = False
+            r.force_on_debris_n[:] = 0.0
+        if self._thrust is not None:
+            self._push(position)
+
+    def _read_body(self) -> tuple[float, ...]:
+        """The fixture centre's state from the body's; returns the centre of mass."""
+        pb, client, body, r = self._pb, self._client, self._body, self.reading
+        position: tuple[float, ...]
+        position, orientation = pb.getBasePositionAndOrientation(body, physicsClientId=client)
+        if self._coasting:  # nothing has acted on it: its velocities are the initial ones
+            velocity, angular = self._initial_velocities
+        else:
+            velocity, angular = pb.getBaseVelocity(body, physicsClientId=client)
+        self._state[:] = position + velocity + angular  # centre, velocity, spin: one assignment
+        if self._has_lever:
+            x, y, z, q = orientation
+            lx, ly, lz = self._lever_list
+            # the lever in the task frame: R(q) l, then ω × r and ω × (ω × r), in floats
+            rx = (1 - 2 * (y * y + z * z)) * lx + 2 * (x * y - z * q) * ly + 2 * (x * z + y * q) * lz
+            ry = 2 * (x * y + z * q) * lx + (1 - 2 * (x * x + z * z)) * ly + 2 * (y * z - x * q) * lz
+            rz = 2 * (x * z - y * q) * lx + 2 * (y * z + x * q) * ly + (1 - 2 * (x * x + y * y)) * lz
+            wx, wy, wz = angular
+            ux, uy, uz = wy * rz - wz * ry, wz * rx - wx * rz, wx * ry - wy * rx
+            point = (position[0] + rx, position[1] + ry, position[2] + rz)
+            r.point_m[:] = point
+            r.point_velocity_m_s[:] = (velocity[0] + ux, velocity[1] + uy, velocity[2] + uz)
+            r.point_acceleration_m_s2[:] = (wy * uz - wz * uy, wz * ux - wx * uz, wx * uy - wy * ux)
+            self._point_list = point
+        else:  # the fixture is the centre: the reading's point arrays are views of _state
+            self._point_list = position
+            if self._thrust is not None:
+                r.point_acceleration_m_s2[:] = 0.0
+        return position
+
+    def _contact(self, ee_velocity_m_s: NDArray[np.float64]) -> None:
+        """The contact force of this step, applied to both bodies for the next one. The
+        tool's velocity at the contact is the end effector's (the probe is a sphere
+        centred on it; the link's rotation adds at most ``|ω| r_tip``, under 1 mm/s)."""
+        r = self.reading
+        touching = self._penalty.update(r.force_on_debris_n, r.contact_point_m, r.contact_normal,
+                                        (self._centre, self._velocity, r.angular_velocity_rad_s), ee_velocity_m_s)
+        r.in_contact = touching
+        if touching:
+            self._touched = True
+
+    def _push(self, centre: tuple[float, ...]) -> None:
+        """The thrust of a curved path for the next step, until the first contact."""
+        if self._touched:
+            self._thrust = None
+            self.reading.point_acceleration_m_s2[:] = 0.0
+            return
+        pos, vel = self._scratch
+        self._thrust.state(self._t_s, pos, vel, self._thrust_acc)  # type: ignore[union-attr]
+        force = (self.spec.mass_kg * self._thrust_acc).tolist()
+        self._pb.applyExternalForce(self._body, -1, force, list(centre), self._pb.WORLD_FRAME,
+                                    physicsClientId=self._client)
+        self.reading.point_acceleration_m_s2[:] += self._thrust_acc
+
+    # ------------------------------------------------------ CaptureScene
+    def state(self, t_s: float, pos_out: NDArray[np.float64], vel_out: NDArray[np.float64],
+              acc_out: NDArray[np.float64]) -> None:
+        """The fixture centre of the last reading, task frame (``t_s`` is the plant's)."""
+        r = self.reading
+        pos_out[:] = r.point_m
+        vel_out[:] = r.point_velocity_m_s
+        acc_out[:] = r.point_acceleration_m_s2
+
+    def sample(self, times_s: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+        """The contact-free path (closed form)."""
+        return self.prediction.sample(times_s)
+
+    def attach(self) -> Payload:
+        """Close the tool: a fixed constraint joins the debris, at its current pose
+        relative to the tool link, to that link; contact between the two is switched off
+        (the constraint carries the load). Returns the payload in the model's link frame."""
+        pb, client = self._pb, self._client
+        link = pb.getLinkState(self._arm, self._tool_link, computeForwardKinematics=1, physicsClientId=client)
+        link_position, link_orientation = link[0], link[1]
+        position, orientation = pb.getBasePositionAndOrientation(self._body, physicsClientId=client)
+        inverse_position, inverse_orientation = pb.invertTransform(link_position, link_orientation)
+        relative_position, relative_orientation = pb.multiplyTransforms(inverse_position, inverse_orientation,
+                                                                         position, orientation)
+        self._constraint = pb.createConstraint(self._arm, self._tool_link, self._body, -1, pb.JOINT_FIXED,
+                                               [0.0, 0.0, 0.0], relative_position, [0.0, 0.0, 0.0],
+                                               relative_orientation, [0.0, 0.0, 0.0, 1.0], physicsClientId=client)
+        pb.changeConstraint(self._constraint, maxForce=TOOL_CONSTRAINT_FORCE_N, physicsClientId=client)
+
+
+        self._thrust = None
+        self._coasting = False
+        self._penalty.release()
+        self.reading.attached = True
+        self.reading.in_contact = True
+        self.reading.force_on_debris_n[:] = 0.0
+        rotation = quaternion_matrix(relative_orientation)
+        inertia = rotation @ np.asarray(self.spec.inertia_kg_m2, dtype=float) @ rotation.T
+        return Payload(self.spec.mass_kg, np.asarray(relative_position, dtype=float) + self._tool_com, inertia)
+
+    def momentum(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Linear momentum [kg m/s] and angular momentum about the task origin [kg m²/s]
+        of the debris (tests: conservation checks)."""
+        pb, client, spec = self._pb, self._client, self.spec
+        position, orientation = pb.getBasePositionAndOrientation(self._body, physicsClientId=client)
+        velocity, angular = pb.getBaseVelocity(self._body, physicsClientId=client)
+        rotation = quaternion_matrix(orientation)
+        inertia = rotation @ np.asarray(spec.inertia_kg_m2, dtype=float) @ rotation.T
+        p = spec.mass_kg * np.asarray(velocity)
+        return p, np.cross(position, p) + inertia @ np.asarray(angular)
