@@ -17,7 +17,7 @@ import argparse
 import json
 import math
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import numpy as np
@@ -35,6 +35,11 @@ def add_bench(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--duration", type=float, default=6.0, help="simulated seconds (default 6)")
     parser.add_argument("--payload-ratio", type=float, default=10.0,
                         help="debris mass as a multiple of the arm's for the post-capture comparison (default 10)")
+    parser.add_argument("--family", type=int, default=0, metavar="N",
+                        help="instead: N members of the documented scenario family (scenarios.generator."
+                             "family_scenario), AS and DG, LSE against pinv, as a distribution")
+    parser.add_argument("--family-seed", type=int, default=0, help="seed of the family's first member (default 0)")
+    parser.add_argument("--workers", type=int, default=1, help="worker processes for --family (default 1)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=run)
 
@@ -155,8 +160,115 @@ def measure(model_name: str, duration_s: float = 6.0, payload_ratio: float | Non
     }
 
 
+#: A family member is reactionless when, over its capture window, the base turns less than
+#: this [rad] and the LSE/pinv RMS base-torque ratio stays under :data:`FAMILY_RATIO_MAX`.
+FAMILY_ATTITUDE_MAX_RAD = math.radians(1.0)
+FAMILY_RATIO_MAX = 1e-3
+FAMILY_CONDITIONS = ("as", "dg")
+
+
+def _family_member(model_name: str, seed: int, folder: str) -> dict[str, object]:
+    """One family member: AS and DG (novice), LSE and pinv, measured over the approach
+    ``[0, first contact]`` (the whole trial without a contact): what the IK puts on the
+    base. From the contact on, the contact and the closing impulse act on the base with
+    either solver; their part is reported as ``contact_peak_attitude_rad``."""
+    import numpy as np
+
+    from capture_trainer.trial_log import BASE_ATTITUDE, BASE_TORQUE, read_trial_log
+    from robot.models import MODELS
+    from scenarios.generator import family_scenario
+    from scenarios.toml_out import to_toml
+    from trials.runner import TrialRequest, run_trial
+
+    scenario = family_scenario(seed, model_name, models=MODELS)
+    path = f"{folder}/{scenario.name}.toml"
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(to_toml(scenario))
+    rows = MODELS.get(model_name).arrays.reaction_rows
+    member: dict[str, object] = {"seed": seed, "scenario": scenario.name, "description": scenario.description}
+    for condition in FAMILY_CONDITIONS:
+        runs: dict[str, dict[str, float]] = {}
+        outcomes: dict[str, str] = {}
+        for solver in ("lse", "pinv"):
+            summary = run_trial(TrialRequest(scenario=path, condition=condition, solver=solver,
+                                             trial_id=f"{scenario.name}-{condition}-{solver}"), folder)
+            table, metadata = read_trial_log(summary["path"])
+            frame = table.to_pandas()
+            first = (metadata.get("first_contact") or {}).get("t_s")
+            end = float(first) if first is not None else float(frame["t_s"].iloc[-1])
+            window = frame[frame["t_s"] <= end]
+            after = np.linalg.norm(frame[list(BASE_ATTITUDE)].to_numpy(), axis=1)
+            torque = np.linalg.norm(window[list(BASE_TORQUE)].to_numpy()[:, rows], axis=1)
+            attitude = np.linalg.norm(window[list(BASE_ATTITUDE)].to_numpy(), axis=1)
+            runs[solver] = {"rms_torque": float(np.sqrt(np.mean(torque ** 2))), "peak_attitude_rad": float(attitude.max()),
+                            "trial_peak_attitude_rad": float(after.max()),
+                            "singular_fraction": float(np.mean(window["singular"]))}
+            outcomes[solver] = str(summary.get("outcome"))
+        ratio = runs["lse"]["rms_torque"] / runs["pinv"]["rms_torque"] if runs["pinv"]["rms_torque"] > 0 else math.nan
+        member[condition] = {"lse_peak_attitude_rad": runs["lse"]["peak_attitude_rad"],
+                             "pinv_peak_attitude_rad": runs["pinv"]["peak_attitude_rad"],
+                             "lse_rms_base_torque": runs["lse"]["rms_torque"],
+                             "pinv_rms_base_torque": runs["pinv"]["rms_torque"], "ratio_rms": ratio,
+                             "lse_singular_fraction": runs["lse"]["singular_fraction"],
+                             "contact_peak_attitude_rad": runs["lse"]["trial_peak_attitude_rad"],
+                             "outcome": outcomes["lse"],
+                             "reactionless": bool(runs["lse"]["peak_attitude_rad"] < FAMILY_ATTITUDE_MAX_RAD
+                                                  and ratio < FAMILY_RATIO_MAX)}
+    return member
+
+
+def measure_family(model_name: str, count: int, first_seed: int = 0, workers: int = 1) -> dict[str, object]:
+    """The family's distribution (the JSON of ``bench reaction --family N``)."""
+    import sys
+    import tempfile
+    from concurrent.futures import ProcessPoolExecutor
+
+    import numpy as np
+
+    wall = time.perf_counter()
+    seeds = list(range(first_seed, first_seed + count))
+    with tempfile.TemporaryDirectory(prefix="family-") as folder:
+        if workers > 1:
+            with ProcessPoolExecutor(max_workers=workers) as pool:
+                futures = [pool.submit(_family_member, model_name, seed, folder) for seed in seeds]
+                members = []
+                for done, future in enumerate(futures, start=1):
+                    members.append(future.result())
+                    print(f"family member {done}/{count}", file=sys.stderr, flush=True)
+        else:
+            members = []
+            for done, seed in enumerate(seeds, start=1):
+                members.append(_family_member(model_name, seed, folder))
+                print(f"family member {done}/{count}", file=sys.stderr, flush=True)
+    summary: dict[str, object] = {}
+    for condition in FAMILY_CONDITIONS:
+        rows: list[Any] = [m[condition] for m in members]
+        attitude = np.array([r["lse_peak_attitude_rad"] for r in rows])
+        ratio = np.array([r["ratio_rms"] for r in rows])
+        summary[condition] = {
+            "reactionless_fraction": float(np.mean([r["reactionless"] for r in rows])),
+            "attitude_within_1deg_fraction": float(np.mean(attitude < FAMILY_ATTITUDE_MAX_RAD)),
+            "ratio_within_1e-3_fraction": float(np.mean(ratio < FAMILY_RATIO_MAX)),
+            "lse_peak_attitude_deg_quantiles": np.degrees(np.quantile(attitude, [0.5, 0.9, 1.0])).tolist(),
+            "ratio_rms_quantiles": np.quantile(ratio, [0.5, 0.9, 1.0]).tolist(),
+            "outcomes": {o: sum(r["outcome"] == o for r in rows) for o in sorted({str(r["outcome"]) for r in rows})},
+        }
+    return {"model": model_name, "family": count, "first_seed": first_seed,
+            "criteria": {"peak_attitude_rad": FAMILY_ATTITUDE_MAX_RAD, "ratio_rms": FAMILY_RATIO_MAX,
+                         "window": "the approach: from the start to the first contact"},
+            "summary": summary, "members": members, "wall_seconds": time.perf_counter() - wall}
+
+
 def run(args: argparse.Namespace) -> int:
     """Handler of ``bench reaction``."""
+    if args.family:
+        result = measure_family(args.model, args.family, args.family_seed, args.workers)
+        if args.json:
+            print(json.dumps(result))
+        else:
+            for condition, figures in result["summary"].items():  # type: ignore[attr-defined]
+                print(f"{condition}: {figures}")
+        return 0
     result = measure(args.model, args.duration, args.payload_ratio)
     if args.json:
         print(json.dumps(result))

@@ -179,7 +179,8 @@ METADATA_KEYS = {
                      "normal_speed_m_s, tangential_speed_m_s (tool minus debris at the contact point)",
     "capture": "object or null (version 2): t_s, relative_speed_m_s, gap_m, fixture_offset_m",
     "payload": "object or null (version 2): mass_kg, com_m, inertia_kg_m2 in the tool link's frame",
-    "contact_model": "str (version 2): physics (PyBullet debris body) | proximity (no physics engine)",
+    "contact_model": "str (version 2): physics (the debris in the arm's PyBullet world) | physics_local (the "
+                     "debris in a world of its own, kinematic probe: an arm over the link) | proximity (distance test)",
     "fixture_radius_m": "float (version 2): the debris' grapple fixture radius; target_radius_m adds "
                         "the tool tip's radius (the first touch)",
     "write_error": "str, why writing the file failed (only after a failed write)",

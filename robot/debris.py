@@ -124,19 +124,27 @@ class DebrisSpec:
         return centre
 
 
+#: Payload frames: the tool link's own frame, or the end-effector point with task axes
+#: (a scene that does not know the link's pose; the slave converts with its model).
+PAYLOAD_FRAMES = ("tool_link", "end_effector_task_axes")
+
+
 @dataclass(frozen=True)
 class Payload:
-    """A captured debris as a rigid addition to the end-effector link, in that link's
-    frame (the model's link frame, origin on the joint axis).
+    """A captured debris as a rigid addition to the end-effector link.
 
     Attributes:
         mass_kg: [kg]; com_m: (3,) centre of mass [m]; inertia_kg_m2: (3, 3) about the
-            centre of mass, link axes [kg m²].
+            centre of mass [kg m²].
+        frame: ``tool_link`` (the model's last link frame, origin on the joint axis) or
+            ``end_effector_task_axes`` (origin at the end-effector point, task axes, at the
+            moment of the capture).
     """
 
     mass_kg: float
     com_m: NDArray[np.float64]
     inertia_kg_m2: NDArray[np.float64]
+    frame: str = "tool_link"
 
 
 class DebrisReading:
@@ -182,6 +190,9 @@ class CaptureScene(Protocol):
     reading: DebrisReading
     #: True when contact comes from a physics engine; False for a proximity stand-in.
     physical: bool
+    #: ``physics`` (in the arm's world), ``physics_local`` (a world of its own with a
+    #: kinematic probe) or ``proximity`` (a distance test); recorded in the trial log.
+    contact_model: str
     #: Radius at which the tool first touches the fixture (fixture + tool tip) [m].
     contact_radius_m: float
 
@@ -201,6 +212,10 @@ class CaptureScene(Protocol):
 
     def attach(self) -> Payload:
         """Close the tool on the debris; return the payload for the slave's momentum maps."""
+        ...
+
+    def close(self) -> None:
+        """Release what the scene holds of its own (idempotent)."""
         ...
 
 

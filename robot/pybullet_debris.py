@@ -142,6 +142,7 @@ class PyBulletDebris:
     """
 
     physical = True
+    contact_model = "physics"
 
     def __init__(self, pb: ModuleType, client: int, arm_body: int, tool_link: int, tool_tip_radius_m: float,
                  tool_link_com_m: ArrayLike, spec: DebrisSpec, prediction: PathMotion, dt_s: float,
@@ -336,6 +337,9 @@ class PyBulletDebris:
         rotation = quaternion_matrix(relative_orientation)
         inertia = rotation @ np.asarray(self.spec.inertia_kg_m2, dtype=float) @ rotation.T
         return Payload(self.spec.mass_kg, np.asarray(relative_position, dtype=float) + self._tool_com, inertia)
+
+    def close(self) -> None:
+        """Nothing of its own: the debris goes with the arm's world."""
 
     def momentum(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """Linear momentum [kg m/s] and angular momentum about the task origin [kg m²/s]

@@ -131,8 +131,11 @@ class SlaveController:
     def attach_payload(self, payload: Payload) -> None:
         """A captured payload is now rigidly part of the last link: the momentum maps
         (``M``, ``n`` of eq. 2) and the base-torque prediction use the combined link
-        (mass, centre of mass and inertia in that link's frame, parallel-axis theorem)."""
+        (mass, centre of mass and inertia in that link's frame, parallel-axis theorem), and
+        at a reaction singularity the task gives way, whatever the settings said."""
         a = self._a
+        if payload.frame != "tool_link":
+            payload = self._in_tool_link(payload)
         mass, com, inertia = combined_link_mass(float(a.link_mass[-1]), a.link_com[-1], a.link_inertia[-1], payload)
         link_mass, link_com, link_inertia = a.link_mass.copy(), a.link_com.copy(), a.link_inertia.copy()
         link_mass[-1], link_com[-1], link_inertia[-1] = mass, com, inertia
@@ -140,6 +143,28 @@ class SlaveController:
         self.payload = payload
         self.settings = replace(self.settings, singularity_priority="reaction")
         self._params = settings_vector(self.settings, *self._tuning)
+
+    def _in_tool_link(self, payload: Payload) -> Payload:
+        """A payload given at the end-effector point with task axes, in the last link's
+        frame at the arm's current state (forward kinematics of the model)."""
+        a, n = self._a, self.model.n_joints
+        state = self.arm.state()
+        origins, axes, rots, ee = np.zeros((n, 3)), np.zeros((n, 3)), np.zeros((n, 3, 3)), np.zeros(3)
+        kern.forward_kinematics(np.ascontiguousarray(state.q_rad, dtype=float), a.joint_xyz, a.joint_rot,
+                                a.joint_axis, a.ee_offset, origins, axes, rots, ee)
+        base_rotation = np.eye(3)
+        if state.base is not None:
+            x, y, z, w = np.asarray(state.base.orientation_xyzw, dtype=float).tolist()
+            base_rotation = np.array([
+                [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+                [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+                [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+            ])
+        link_rotation = base_rotation @ rots[-1]  # task <- link
+        centre_in_base = ee + base_rotation.T @ payload.com_m  # base frame, from the end effector
+        com = rots[-1].T @ (centre_in_base - origins[-1])
+        inertia = link_rotation.T @ payload.inertia_kg_m2 @ link_rotation
+        return Payload(payload.mass_kg, com, inertia)
 
     @property
     def status(self) -> SlaveStatus:

@@ -21,6 +21,11 @@ from capture_trainer.registry import Lookup, suggestion
 from scenarios.schema import IDENTITY, CaptureConfig, MappingConfig, ModelFacts, RobotConfig, Scenario, TargetConfig
 from scenarios.toml_in import MAX_SEED
 
+#: The documented family of 3-D capture scenarios (``bench reaction --family``): approach
+#: directions over the hemisphere in front of the arm, speeds, spin rates, start distances.
+FAMILY_SPEED_RANGE_M_S = (0.02, 0.2)
+FAMILY_SPIN_MAX_RAD_S = 0.3
+FAMILY_DISTANCE_RANGE_M = (0.15, 0.35)
 SPEED_RANGE_M_S = (0.05, 0.3)
 DISTANCE_RANGE_M = (0.20, 0.30)
 MAX_MISS_M = 0.1
@@ -93,4 +98,56 @@ def random_scenario(seed: int, model: str, *, models: Lookup[ModelFacts]) -> Sce
         capture=CaptureConfig(time_limit_s=15.0),
         mapping=MappingConfig(rotation_task_from_device=IDENTITY if planar else SPATIAL_ROTATION),
         source=f"random:{model}:{seed}",
+    )
+
+
+def family_scenario(seed: int, model: str, *, models: Lookup[ModelFacts]) -> Scenario:
+    """One member of the documented family of capture scenarios, fixed by ``seed``.
+
+    The target starts at ``ee0 + d u`` with the approach direction ``u`` uniform over the
+    hemisphere in front of the arm (``u_x >= 0``; in the plane for a planar model) and the
+    distance ``d`` in :data:`FAMILY_DISTANCE_RANGE_M`; it heads back toward the end
+    effector's start at a speed in :data:`FAMILY_SPEED_RANGE_M_S`, missing it by up to
+    2 cm, and (spatial models, half of the members) tumbles at up to
+    :data:`FAMILY_SPIN_MAX_RAD_S` about a random axis with the capture point 5 cm from its
+    centre. Time limit: long enough to arrive, plus 2 s.
+    """
+    if model not in models:
+        raise ScenarioError(f"family scenario: model: expected one of {', '.join(models.names())}, got {model!r}")
+    rng = np.random.default_rng(seed)
+    planar = models.get(model).task_dim == 2
+    if planar:
+        bearing = rng.uniform(-0.5 * math.pi, 0.5 * math.pi)
+        direction = np.array([math.cos(bearing), math.sin(bearing), 0.0])
+        lateral = np.array([-direction[1], direction[0], 0.0])
+    else:
+        direction = _unit(rng.normal(size=3))
+        direction[0] = abs(direction[0])
+        lateral = _unit(np.cross(direction, rng.normal(size=3)))
+    distance = rng.uniform(*FAMILY_DISTANCE_RANGE_M)
+    speed = rng.uniform(*FAMILY_SPEED_RANGE_M_S)
+    offset = distance * direction
+    velocity = speed * _unit(-offset + rng.uniform(-0.02, 0.02) * lateral)
+    tumbling = not planar and bool(rng.uniform() < 0.5)
+    extra: dict[str, object] = {}
+    if tumbling:
+        extra["angular_velocity_rad_s"] = _round(_unit(rng.normal(size=3)) * rng.uniform(0.0, FAMILY_SPIN_MAX_RAD_S))
+        extra["lever_arm_m"] = _round(_unit(rng.normal(size=3)) * 0.05)
+    target = TargetConfig(
+        radius_m=0.0044 if planar else 0.01,
+        start_offset_m=_round(offset),  # type: ignore[arg-type]
+        velocity_m_s=_round(velocity),  # type: ignore[arg-type]
+        motion="tumbling" if tumbling else "linear",
+        **extra,  # type: ignore[arg-type]
+    )
+    return Scenario(
+        name=f"family-{model}-{seed}",
+        seed=seed,
+        robot=RobotConfig(model),
+        target=target,
+        description=f"Family member: {'tumbling' if tumbling else 'linear'} approach at {speed:.3f} m/s "
+                    f"from {distance:.2f} m (seed {seed})",
+        capture=CaptureConfig(time_limit_s=float(round(distance / speed + 2.0, 3))),
+        mapping=MappingConfig(rotation_task_from_device=IDENTITY if planar else SPATIAL_ROTATION),
+        source=f"family:{model}:{seed}",
     )

@@ -28,6 +28,7 @@ class ProximityScene:
     """
 
     physical = False
+    contact_model = "proximity"
 
     def __init__(self, motion: TargetMotion, contact_radius_m: float) -> None:
         self.motion = motion
@@ -82,3 +83,6 @@ class ProximityScene:
         self.reading.attached = True
         self._offset[:] = self.reading.point_m - self._ee
         return Payload(0.0, np.zeros(3), np.zeros((3, 3)))
+
+    def close(self) -> None:
+        """Nothing to release."""

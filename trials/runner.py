@@ -89,9 +89,11 @@ class TrialRequest:
             real arm's) to drive over the link instead of the in-process plant.
         arm_keys: the CURVE key folder of ``capture-trainer arm keys`` (required off
             loopback).
-        contact: ``auto`` (contact physics when the arm's world can simulate the debris,
-            as the in-process plant's can; a proximity test otherwise, as over the link),
-            ``physics`` (refused without such a world) or ``proximity``.
+        contact: ``physics`` or ``auto`` (the debris as a body with contact physics: in
+            the arm's own world when it can hold one, as the in-process plant's can, else
+            in a world of its own on this side with a kinematic probe,
+            ``robot.debris_world``) or ``proximity`` (the paper's distance test, no
+            physics).
     """
 
     scenario: str = "paper-2019"
@@ -205,6 +207,7 @@ class Trial:
     def _close_hardware(self) -> None:
         if self.device is not None:
             self.device.__exit__(None, None, None)
+        self.tick.scene.close()
         self.arm.close()
 
 
@@ -259,6 +262,7 @@ def build_trial(request: TrialRequest, out_dir: str | Path) -> Trial:
         opened.callback(arm.close)
         ee0 = arm.measure().ee_position_m.copy()
         scene = _make_scene(request, scenario, plan.model, arm, scenario.target_motion(ee0))
+        opened.callback(scene.close)
         device = None if plan.automatic else _open_device(request, scenario, plan.seed, ee0, opened)
         slave = SlaveController(plan.model, arm, solver=request.solver, k_p=plan.gains[0], k_d=plan.gains[1],
                                 dt_s=DT_S)
@@ -362,14 +366,18 @@ def _make_scene(request: TrialRequest, scenario: Scenario, model: ManipulatorMod
     if request.contact not in CONTACT_MODES:
         raise TrialError(f"contact must be one of {', '.join(CONTACT_MODES)}, got {request.contact!r}")
     physics = isinstance(arm, SimulatesDebris)
-    if request.contact == "physics" and not physics:
-        raise TrialError("contact physics needs an arm whose world simulates the debris (the in-process "
-                         "plant); this arm has none: use --contact proximity or auto")
     fixture0 = np.zeros(3)
     motion.state(0.0, fixture0, np.zeros(3), np.zeros(3))
-    if physics and request.contact != "proximity":
-        return cast(SimulatesDebris, arm).add_debris(debris_spec(scenario, motion, fixture0), motion)
-    return ProximityScene(motion, scenario.target.radius_m + model.capture_tool.tip_radius_m)
+    if request.contact == "proximity":
+        return ProximityScene(motion, scenario.target.radius_m + model.capture_tool.tip_radius_m)
+    spec = debris_spec(scenario, motion, fixture0)
+    if physics:
+        return cast(SimulatesDebris, arm).add_debris(spec, motion)
+    from robot.debris_world import LocalDebrisWorld, tool_effective_mass_kg
+
+    q0 = scenario.robot.initial_joints_rad
+    tool_mass = tool_effective_mass_kg(model, model.q0_rad if q0 is None else q0)
+    return LocalDebrisWorld(spec, motion, model.capture_tool.tip_radius_m, tool_mass, DT_S)
 
 
 def _capture_rules(scenario: Scenario, plan: TrialPlan, shoulder_m: NDArray[np.float64], reach_m: float) -> CaptureRules:
@@ -512,7 +520,7 @@ def _make_recorder(request: TrialRequest, scenario: Scenario, plan: TrialPlan, l
         "target_radius_m": scene.contact_radius_m,
         "fixture_radius_m": scenario.target.radius_m,
         "tool_tip_radius_m": plan.model.capture_tool.tip_radius_m,
-        "contact_model": "physics" if scene.physical else "proximity",
+        "contact_model": scene.contact_model,
         "capture_tolerance_m": scenario.capture.tolerance_m,
         "post_capture_window_s": scenario.capture.post_capture_window_s,
         "device": device.spec.as_dict() if device is not None else None,

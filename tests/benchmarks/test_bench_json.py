@@ -91,3 +91,20 @@ def test_device_loop_json() -> None:
     assert isinstance(out["overruns"], int) and 0 <= out["overruns"] < out["ticks"]
     assert out["hd_errors"] == []
     assert out["scheduler_woken_late"]["ticks"] >= 0
+
+
+def test_reaction_family_json() -> None:
+    out = _bench("reaction", "--model", "planar-3r", "--family", "2", "--family-seed", "5")
+    assert (out["model"], out["family"], out["first_seed"]) == ("planar-3r", 2, 5)
+    assert [m["seed"] for m in out["members"]] == [5, 6]
+    for condition in ("as", "dg"):
+        rows = [m[condition] for m in out["members"]]
+        summary = out["summary"][condition]
+        # the fractions are the members' own verdicts, recounted here
+        assert summary["reactionless_fraction"] == pytest.approx(sum(r["reactionless"] for r in rows) / 2)
+        for row in rows:
+            expected = (row["lse_peak_attitude_rad"] < out["criteria"]["peak_attitude_rad"]
+                        and row["ratio_rms"] < out["criteria"]["ratio_rms"])
+            assert row["reactionless"] == expected
+            assert row["ratio_rms"] == pytest.approx(row["lse_rms_base_torque"] / row["pinv_rms_base_torque"])
+        assert sum(summary["outcomes"].values()) == 2

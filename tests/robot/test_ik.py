@@ -12,7 +12,7 @@ from robot.ik import IKSettings, make_solver
 from robot.models import MODELS
 
 # Far from limits and with rates small enough that no bound is active: the pure eq. 6.
-FREE = IKSettings(null_gain_1_s=0.0, limit_gain_1_s2=0.0)
+FREE = IKSettings(null_gain_1_s=0.0, limit_gain_1_s2=0.0, sigma_gain=0.0, singularity_priority="task")
 
 
 def _state(model, data):
@@ -100,7 +100,7 @@ def test_reaction_singularity_is_damped_and_reported():
     terms = dynamics_terms(model, q, qd)
     assert np.linalg.svd(terms.jacobian[:2], compute_uv=False)[-1] > 0.05  # not a kinematic one
     xdd = np.array([0.2, -0.1, 0.0])
-    result = make_solver("lse").solve(model, terms, xdd, q, qd, dt_s=1e-3)
+    result = make_solver("lse", IKSettings(singularity_priority="task")).solve(model, terms, xdd, q, qd, dt_s=1e-3)
     assert result.singular and result.sigma_ratio < 1e-6
     assert result.reason == "reaction singularity (damped)"
     assert np.all(np.isfinite(result.qdd)) and np.all(np.abs(result.qdd) <= np.array(model.qdd_max_rad_s2))

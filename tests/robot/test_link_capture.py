@@ -79,3 +79,27 @@ def test_a_study_over_the_link_needs_one_worker(tmp_path, capsys):
     assert main(["study", "paper-2019", "--out", str(out), "--workers", "2", "--arm", "127.0.0.1:1"]) == 2
     assert "one session at a time" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_a_trial_over_the_link_keeps_contact_physics_on_this_side(monkeypatch, tmp_path):
+    """Over the link the debris lives in a world of its own with a kinematic probe
+    (``robot.debris_world``): the approach is the in-process one bit for bit, so the first
+    contact, its impact velocities and the paper's impact velocity are the same; after the
+    contact the arm is not pushed back over the link, so the rest may part."""
+    request = trials.runner.TrialRequest(scenario="paper-2019", condition="as", trial_id="t", time_limit_s=4.0)
+    local = trials.runner.run_trial(request, tmp_path / "local")
+    monkeypatch.setattr(trials.runner, "ARM_BACKENDS", REMOTE_ONLY)
+    linked = trials.runner.run_trial(request, tmp_path / "linked")
+    a, meta_a = read_trial_log(local["path"])
+    b, meta_b = read_trial_log(linked["path"])
+    assert (meta_a["contact_model"], meta_b["contact_model"]) == ("physics", "physics_local")
+    first_a, first_b = meta_a["first_contact"], meta_b["first_contact"]
+    assert first_a is not None and first_a["t_s"] == first_b["t_s"]
+    # the same contact up to round-off (a probe on a link there, a body of its own here)
+    for key in ("point_m", "normal", "relative_velocity_m_s", "normal_speed_m_s", "tangential_speed_m_s"):
+        np.testing.assert_allclose(first_b[key], first_a[key], rtol=1e-9, atol=1e-12, err_msg=key)
+    assert linked["impact_velocity_m_s"] == local["impact_velocity_m_s"]
+    before = int(round(meta_a["first_contact"]["t_s"] / 1e-3))
+    for name in ("ee_x_m", "ee_y_m", "target_x_m", "target_y_m", "base_att_z_rad"):
+        assert a[name].to_numpy()[:before].tolist() == b[name].to_numpy()[:before].tolist(), name
+    assert linked["outcome"] == local["outcome"] == "captured"
