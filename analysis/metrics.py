@@ -123,6 +123,7 @@ class TrialMetrics:
     n_singular_ticks: int
     n_limited_ticks: int
     min_sigma_ratio: float
+    near_reaction_boundary_s: float
     contact_normal_speed_m_s: float
     contact_tangential_speed_m_s: float
     peak_contact_force_n: float
@@ -173,6 +174,7 @@ METRIC_DESCRIPTIONS: dict[str, str] = {
     "n_singular_ticks": "ticks with a (reaction) singularity reported by the IK",
     "n_limited_ticks": "ticks with a joint limit clipped by the IK",
     "min_sigma_ratio": "smallest reaction-singularity gauge",
+    "near_reaction_boundary_s": "time with the reaction-singularity gauge below 0.03 (the reaction-boundary fixture's margin)",
     "contact_normal_speed_m_s": "closing speed of tool on debris at the first contact point",
     "contact_tangential_speed_m_s": "tangential slip of tool on debris at the first contact point",
     "peak_contact_force_n": "largest norm of the tool's contact force on the debris",
@@ -463,11 +465,27 @@ def compute_metrics(trial: Trial) -> TrialMetrics:
         n_singular_ticks=int(np.count_nonzero(trial.flag(trial_log.FLAG_SINGULAR))),
         n_limited_ticks=int(np.count_nonzero(trial.flag(trial_log.FLAG_LIMITED))),
         min_sigma_ratio=_nanmin(trial.frame[trial_log.SIGMA_RATIO].to_numpy(dtype=float)),
+        near_reaction_boundary_s=_time_below(time_s, trial.frame[trial_log.SIGMA_RATIO].to_numpy(dtype=float),
+                                             REACTION_BOUNDARY_MARGIN),
         **contact_values,
         duration_s=float(time_s[-1]) - t0,
         n_ticks=n,
         complete=trial.complete,
     )
+
+
+#: The reaction-singularity gauge below which a tick counts as near the edge of the
+#: reactionless workspace (the default margin of ``guidance.fixtures.ReactionBoundary``).
+REACTION_BOUNDARY_MARGIN = 0.03
+
+
+def _time_below(time_s: NDArray[np.float64], values: NDArray[np.float64], limit: float) -> float:
+    """Time [s] the sampled ``values`` spend below ``limit`` (each sample stands for the
+    period before it)."""
+    if time_s.size < 2:
+        return 0.0
+    period = float(np.median(np.diff(time_s)))
+    return float(np.count_nonzero(values < limit)) * period
 
 
 def _logs_contact(trial: Trial) -> bool:
@@ -571,6 +589,7 @@ def _empty_metrics(trial: Trial) -> TrialMetrics:
         n_watchdog_ticks=0,
         n_singular_ticks=0,
         n_limited_ticks=0,
+        near_reaction_boundary_s=0.0,
         n_ticks=0,
         complete=trial.complete,
     )

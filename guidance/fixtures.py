@@ -15,22 +15,31 @@ damping term that only resists moving further out (so a wall never pulls or stic
 * :class:`JointLimitProximity`: joint ranges; joint ``i`` inside ``margin_rad`` of a
   limit pushes the end effector along the task direction that moves it away from the
   limit, the normalised row ``i`` of ``state.jacobian_pinv`` (``∂q_i/∂x``).
+* :class:`ReactionBoundary`: the edge of the reactionless workspace. Near a reaction
+  singularity the slave keeps the base still and lets the task give way (the end
+  effector lags the command); this fixture makes the hand feel that lag, a spring from
+  the command back to where the arm really is, faded in as the reaction-singularity
+  gauge falls from ``margin`` to ``threshold``: the hand is pushed away from exactly the
+  directions the arm cannot follow without turning the base.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from capture_trainer.params import Param
 from guidance._kernels import joint_limit_proximity, one_sided_wall, reach_limit, workspace_walls
 from guidance.law import StatelessLaw
 from guidance.rendering import as_rotation
 from guidance.state import GuidanceState
 
-__all__ = ["JointLimitProximity", "ReachLimit", "WorkspaceWalls", "one_sided_wall"]
+__all__ = ["JointLimitProximity", "ReachLimit", "ReactionBoundary", "WorkspaceWalls",
+           "one_sided_wall"]
 
 
 def _check(name: str, value: float, minimum: float = 0.0) -> float:
@@ -204,3 +213,56 @@ class JointLimitProximity(StatelessLaw):
             "stiffness_n_rad": self.stiffness_n_rad,
             "margin_rad": self.margin_rad,
         }
+
+
+class ReactionBoundary(StatelessLaw):
+    """The edge of the reactionless workspace, felt (module docstring).
+
+    ``F = −k w (x_cmd − x_ee)`` [N], task frame, with ``w = clip((margin − σ) /
+    (margin − threshold), 0, 1)`` and ``σ`` the IK's reaction-singularity gauge
+    (``state.sigma_ratio``, σ_min(M (I − J⁺J)) / ‖M‖).
+
+    Args:
+        stiffness_n_m: the spring from the command to the end effector at full weight [N/m].
+        margin: σ at which the spring starts to fade in.
+        threshold: σ at which it is at full weight (the IK's ``sigma_threshold``).
+    """
+
+    name = "reaction_boundary"
+    PARAMS: ClassVar[tuple[Param, ...]] = (
+        Param("stiffness_n_m", "N/m", minimum=0.0, maximum=5000.0),
+        Param("margin", "1", minimum=0.0, strict=True, maximum=1.0),
+        Param("threshold", "1", minimum=0.0, maximum=1.0),
+    )
+
+    def __init__(self, stiffness_n_m: float = 80.0, margin: float = 0.03, threshold: float = 0.01) -> None:
+        super().__init__()
+        self.stiffness_n_m = _check("stiffness_n_m", stiffness_n_m)
+        self.margin = _check("margin", margin)
+        self.threshold = _check("threshold", threshold)
+        if not self.threshold <= self.margin:
+            raise ValueError(f"threshold must not exceed margin, got {self.threshold} and {self.margin}")
+
+    def weight(self, sigma_ratio: float) -> float:
+        """``w`` at the gauge ``sigma_ratio`` (0 away from the boundary, 1 at the threshold)."""
+        if sigma_ratio >= self.margin:
+            return 0.0
+        if sigma_ratio <= self.threshold:
+            return 1.0
+        return (self.margin - sigma_ratio) / (self.margin - self.threshold)
+
+    def force(self, state: GuidanceState) -> NDArray[np.float64]:
+        """The spring back toward the end effector [N], task frame."""
+        out = self._out
+        w = self.weight(float(state.sigma_ratio[0]))
+        if w == 0.0:
+            out[:] = 0.0
+            return out
+        np.subtract(state.ee_position_m, state.command_position_m, out=out)
+        out *= self.stiffness_n_m * w
+        return out
+
+    def params(self) -> dict[str, object]:
+        """The fixture's parameters."""
+        return {"law": self.name, "stiffness_n_m": self.stiffness_n_m, "margin": self.margin,
+                "threshold": self.threshold}

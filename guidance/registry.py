@@ -14,6 +14,7 @@ from capture_trainer.errors import CaptureTrainerError
 from capture_trainer.params import Param
 from capture_trainer.registry import Registry
 from guidance.dynamic import DynamicGuidance
+from guidance.fixtures import ReactionBoundary
 from guidance.law import GuidanceLaw, NoGuidance
 from guidance.potential import PotentialField
 
@@ -36,7 +37,7 @@ class LawClass(Protocol):
 
 #: Law classes by name (each class's own ``name``).
 LAWS: Registry[LawClass] = Registry("guidance law", error=GuidanceConfigError)
-for _law in (DynamicGuidance, PotentialField, NoGuidance):
+for _law in (DynamicGuidance, PotentialField, NoGuidance, ReactionBoundary):
     LAWS.register(_law.name, _law)
 
 

@@ -34,6 +34,9 @@ class GuidanceState:
         device_position_m: stylus position [m], **device frame** (workspace walls).
         device_velocity_m_s: stylus velocity [m/s], **device frame**.
         arm_base_position_m: centre of the arm's reach sphere (shoulder) [m], task frame.
+        command_position_m: the end-effector position commanded to the slave [m], task frame.
+        sigma_ratio: (1,) the IK's reaction-singularity gauge σ_min(M (I − J⁺J)) / ‖M‖ (1
+            when not provided).
         joint_position_rad: (n,) joint angles [rad] (empty when not provided).
         jacobian_pinv: (n, 3) ``∂q/∂x``, the pseudoinverse of the (generalized) Jacobian's
             translational rows [rad/m] (row i is the task direction that raises joint i).
@@ -49,6 +52,8 @@ class GuidanceState:
     device_position_m: NDArray[np.float64] = field(default_factory=_zeros3)
     device_velocity_m_s: NDArray[np.float64] = field(default_factory=_zeros3)
     arm_base_position_m: NDArray[np.float64] = field(default_factory=_zeros3)
+    command_position_m: NDArray[np.float64] = field(default_factory=_zeros3)
+    sigma_ratio: NDArray[np.float64] = field(default_factory=lambda: np.ones(1))
     joint_position_rad: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     jacobian_pinv: NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 3)))
 

@@ -394,7 +394,8 @@ def _guidance(root: _Table, laws: Lookup[LawFacts]) -> GuidanceConfig:
 
 def _fixtures(root: _Table) -> FixturesConfig:
     t = root.table("fixtures")
-    values: dict[str, Any] = {key: t.boolean(key, True) for key in ("workspace_walls", "reach_limit", "joint_limits")}
+    values: dict[str, Any] = {key: t.boolean(key, True) for key in ("workspace_walls", "reach_limit", "joint_limits",
+                                                                   "reaction_boundary")}
     t.finish()
     return FixturesConfig(**values)
 

@@ -193,11 +193,13 @@ class GuidanceConfig:
 
 @dataclass(frozen=True)
 class FixturesConfig:
-    """Which forbidden-region fixtures are rendered in every condition with guidance."""
+    """Which forbidden-region fixtures are rendered in every condition with guidance
+    (``reaction_boundary``: the edge of the reactionless workspace, ``guidance.fixtures``)."""
 
     workspace_walls: bool = True
     reach_limit: bool = True
     joint_limits: bool = True
+    reaction_boundary: bool = True
 
 
 @dataclass(frozen=True)

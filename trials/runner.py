@@ -482,6 +482,8 @@ def _make_law(plan: TrialPlan, scenario: Scenario, device: Device | None, reach_
         parts.append(ReachLimit(reach_m))
     if fixtures.joint_limits:
         parts.append(JointLimitProximity(plan.model.q_min_rad, plan.model.q_max_rad))
+    if fixtures.reaction_boundary:
+        parts.append(make_law("reaction_boundary", **scenario.guidance.params("reaction_boundary")))
     return parts[0] if len(parts) == 1 else Sum(*parts)
 
 

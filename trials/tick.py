@@ -206,6 +206,7 @@ class ServoTick:
         state.hand_force_n = commander.hand_force_n
         state.joint_position_rad = m.q_rad
         state.jacobian_pinv = self._status.jacobian_pinv
+        state.command_position_m, state.sigma_ratio = self._cmd_pos, self._sigma
         self._row_parts = (
             self._t_next, m.ee_position_m, m.ee_velocity_m_s, self._target_pos, self._target_vel, self._cmd_pos,
             self._cmd_vel, commander.device_position_m, commander.device_velocity_m_s, self._guide,
@@ -237,6 +238,7 @@ class ServoTick:
 
     def _slave(self) -> None:
         self._status = self.parts.slave.step(self._t, self._cmd_pos, self._cmd_vel, self._cmd_acc)
+        self._sigma[0] = self._status.sigma_ratio
 
     def _plant(self) -> None:
         arm = self.parts.arm
@@ -273,7 +275,6 @@ class ServoTick:
     def _record(self) -> None:
         parts, status = self.parts, self._status
         commander, recorder = parts.commander, parts.recorder
-        self._sigma[0] = status.sigma_ratio
         np.concatenate(self._row_parts, out=recorder.row)
         recorder.flag_bits = (
             commander.flag_bits()

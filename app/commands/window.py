@@ -51,6 +51,11 @@ def _window_options(parser: argparse.ArgumentParser, device_required: bool = Fal
                         help="save the window once an attempt reaches --screenshot-at")
     parser.add_argument("--screenshot-at", type=arguments.number(0.0, arguments.MAX_DURATION_S), default=1.0,
                         metavar="S")
+    parser.add_argument("--arm", metavar="ADDR",
+                        help="drive the arm of an arm server (HOST:PORT of `capture-trainer arm serve` or a real "
+                        "arm's) over the link, in real time, instead of the in-process plant")
+    parser.add_argument("--keys", metavar="DIR", help="the link's CURVE keys (`capture-trainer arm keys DIR`); "
+                        "required off loopback")
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -129,6 +134,8 @@ def _config(args: argparse.Namespace, **extra: Any) -> WindowConfig:
         stop_after_s=args.stop_after,
         screenshot=args.screenshot,
         screenshot_at_s=args.screenshot_at,
+        arm=args.arm,
+        arm_keys=args.keys,
         **extra,
     )
 

@@ -143,6 +143,8 @@ class AttemptSpec:
     metadata: dict[str, Any] | None = None
     time_limit_s: float | None = None
     end_on_capture: bool = True
+    arm: str | None = None
+    arm_keys: str | None = None
 
 
 @dataclass(frozen=True)

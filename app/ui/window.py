@@ -76,6 +76,8 @@ class WindowConfig:
             says: ``abort`` (as Esc) or ``close`` (as closing the window).
         screenshot: save the window to this PNG once an attempt reaches ``screenshot_at_s``.
         quit_when_done: close the window after the automatic attempts.
+        arm, arm_keys: an arm server's address and the link's key folder: the attempts
+            drive that arm over the link in real time (``TrialRequest.arm``).
     """
 
     device: str = "simulated"
@@ -94,6 +96,8 @@ class WindowConfig:
     screenshot: Path | None = None
     screenshot_at_s: float = 1.0
     quit_when_done: bool = False
+    arm: str | None = None
+    arm_keys: str | None = None
 
     def __post_init__(self) -> None:
         # Anchored once, here: the database stores trial paths, and the history must not
@@ -697,6 +701,7 @@ class TraineeFlow:
             scenario=self.config.scenario, condition=condition, seed=seed,
             out_dir=str(self.config.out_dir / "trials"), device=self.config.device,
             trial_id=trial_id, end_on_capture=self.config.stop_after_s is None,
+            arm=self.config.arm, arm_keys=self.config.arm_keys,
             **participant_fields(self.config.device, self.trainee, self.config.participant_kind),
         )
         label = {"dg": "practise with guidance", "ng": "test without guidance"}.get(condition, condition)
@@ -930,7 +935,7 @@ class SessionFlow:
             scenario=spec.scenario, condition=spec.condition, seed=spec.seed,
             out_dir=str(self.config.out_dir / TRIALS_DIR), device=window.device,
             trial_id=spec.trial_id, repetition=spec.repetition, metadata=metadata,
-            end_on_capture=window.stop_after_s is None, **fields_,
+            end_on_capture=window.stop_after_s is None, arm=window.arm, arm_keys=window.arm_keys, **fields_,
         )
         header = f"{self._position(spec)}: {spec.condition.upper()}  ({spec.participant_id})"
         return AttemptScreen(self.app, attempt, header, lambda payload: None,

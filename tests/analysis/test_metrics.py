@@ -234,3 +234,14 @@ def test_missing_columns_and_unsorted_time_are_analysis_errors(factory, synth):
         read_trial(factory.write("unsorted", columns))
     with pytest.raises(AnalysisError, match="format_version"):
         read_trial(factory.write("future", synth.approach(), format_version=trial_log.FORMAT_VERSION + 1))
+
+
+def test_time_near_the_reaction_boundary_counts_the_ticks_below_the_margin() -> None:
+    """Hand-made gauge: 1 kHz, 1000 samples, 237 of them below 0.03 -> 0.237 s."""
+    from analysis.metrics import REACTION_BOUNDARY_MARGIN, _time_below
+
+    time_s = np.arange(1000) * 1e-3
+    sigma = np.full(1000, 0.5)
+    sigma[100:337] = REACTION_BOUNDARY_MARGIN * 0.5
+    sigma[600] = REACTION_BOUNDARY_MARGIN  # at the margin: not below
+    assert _time_below(time_s, sigma, REACTION_BOUNDARY_MARGIN) == pytest.approx(0.237, abs=1e-12)

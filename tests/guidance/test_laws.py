@@ -169,11 +169,11 @@ def test_sum_adds_forces_and_reports_member_replans() -> None:
 
 
 def test_registry_builds_every_law_and_explains_mistakes() -> None:
-    assert LAWS.names() == ("dg", "apf", "ng")
+    assert LAWS.names() == ("dg", "apf", "ng", "reaction_boundary")
     assert isinstance(make_law("dg", m_kg=3.0), DynamicGuidance)
     assert isinstance(make_law("apf", k_n_m=10.0), PotentialField)
     assert isinstance(make_law("ng"), NoGuidance)
-    with pytest.raises(CaptureTrainerError, match=r"unknown guidance law 'apff'; did you mean 'apf'\? known: dg, apf, ng"):
+    with pytest.raises(CaptureTrainerError, match=r"unknown guidance law 'apff'; did you mean 'apf'\? known: dg, apf, ng, reaction_boundary"):
         make_law("apff")
     with pytest.raises(CaptureTrainerError, match=r"m_kg: expected a number > 0 \[kg\], got -1.0"):
         make_law("dg", m_kg=-1.0)
@@ -239,3 +239,22 @@ def test_dg_rejects_unphysical_parameters() -> None:
     for bad in ({"m_kg": 0.0}, {"c_n_s_m": -0.1}, {"k_p": math.nan}, {"takeover_force_n": 0.0}):
         with pytest.raises(ValueError):
             DynamicGuidance(**bad)
+
+
+def test_the_reaction_boundary_pulls_the_hand_back_to_the_arm_only_near_the_boundary() -> None:
+    """F = -k w (x_cmd - x_ee), w rising linearly from 0 at the margin to 1 at the
+    threshold of the reaction-singularity gauge (hand-computed)."""
+    from guidance.fixtures import ReactionBoundary
+    from guidance.state import GuidanceState
+
+    fixture = make_law("reaction_boundary", stiffness_n_m=100.0, margin=0.03, threshold=0.01)
+    assert isinstance(fixture, ReactionBoundary)
+    state = GuidanceState.for_joints(3)
+    state.ee_position_m[:] = (1.0, 0.5, 0.0)
+    state.command_position_m[:] = (1.04, 0.47, 0.0)  # the arm lags the command by 5 cm
+    for sigma, weight in ((0.5, 0.0), (0.03, 0.0), (0.02, 0.5), (0.01, 1.0), (1e-6, 1.0)):
+        state.sigma_ratio[0] = sigma
+        expected = -100.0 * weight * np.array([0.04, -0.03, 0.0])
+        np.testing.assert_allclose(fixture.force(state), expected, atol=1e-12)
+    with pytest.raises(CaptureTrainerError, match="threshold must not exceed margin"):
+        make_law("reaction_boundary", margin=0.01, threshold=0.02)
