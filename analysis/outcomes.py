@@ -25,8 +25,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-#: The outcomes a trial records in its metadata key ``outcome``.
-OUTCOMES: tuple[str, ...] = ("captured", "contact_lost", "pushed_away", "missed", "timeout", "aborted")
+from capture_trainer import trial_log
+
+#: The outcomes a trial records in its metadata key ``outcome`` (the log's contract).
+OUTCOMES: tuple[str, ...] = trial_log.OUTCOMES
 #: The provisional outcome of a reached trial of a log without ``outcome``.
 PROVISIONAL_REACHED = "reached"
 #: Every word :func:`trial_outcome` can give for a log without ``outcome``.

@@ -187,6 +187,9 @@ METADATA_KEYS = {
     "rows": "int, rows in the file (written by the recorder)",
 }
 
+#: The outcome words of the metadata key ``outcome`` (version 2): exactly one per trial.
+OUTCOMES: tuple[str, ...] = ("captured", "contact_lost", "pushed_away", "missed", "timeout", "aborted")
+
 #: Metadata keys that version 2 added (a version-1 file lacks them).
 METADATA_KEYS_ADDED_IN_V2 = frozenset({"outcome", "outcome_at_s", "outcome_reason", "first_contact", "capture",
                                        "payload", "contact_model", "fixture_radius_m"})

@@ -40,6 +40,9 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from robot import _kernels as kern
+from robot.models import ManipulatorModel
+
 
 Vec3 = tuple[float, float, float]
 Mat3 = tuple[Vec3, Vec3, Vec3]
@@ -249,3 +252,29 @@ def combined_link_mass(mass_kg: float, com_m: NDArray[np.float64], inertia_kg_m2
         d = np.asarray(centre, dtype=float) - com
         inertia = inertia + mass * (float(d @ d) * np.eye(3) - np.outer(d, d))
     return total, com, inertia
+
+
+def tool_effective_mass_kg(model: ManipulatorModel, q_rad: ArrayLike) -> float:
+    """The smallest mass the end effector presents to a push at ``q_rad`` [kg]: base and
+    arm as one rigid body (joints held), ``1/m(n) = 1/M + (r × n)ᵀ I⁻¹ (r × n)`` with
+    ``M``, ``I`` the composite mass and inertia about the composite centre of mass and
+    ``r`` the end effector from it, minimised over the push direction ``n`` (the contact's
+    reduced mass uses it; invariant under the base's attitude)."""
+    a = model.arrays
+    n = model.n_joints
+    q = np.ascontiguousarray(q_rad, dtype=float)
+    origins, axes, rots, ee = np.zeros((n, 3)), np.zeros((n, 3)), np.zeros((n, 3, 3)), np.zeros(3)
+    kern.forward_kinematics(q, a.joint_xyz, a.joint_rot, a.joint_axis, a.ee_offset, origins, axes, rots, ee)
+    masses = [model.base_mass_kg] + [link.mass_kg for link in model.links]
+    centres = [np.zeros(3)] + [origins[i] + rots[i] @ a.link_com[i] for i in range(n)]
+    inertias = [np.array(model.base_inertia_kg_m2)] + [rots[i] @ a.link_inertia[i] @ rots[i].T for i in range(n)]
+    total = float(sum(masses))
+    centre = sum(m * c for m, c in zip(masses, centres)) / total
+    inertia = np.zeros((3, 3))
+    for m, c, i in zip(masses, centres, inertias):
+        d = c - centre
+        inertia += i + m * (float(d @ d) * np.eye(3) - np.outer(d, d))
+    r = ee - centre
+    cross = np.array([[0.0, -r[2], r[1]], [r[2], 0.0, -r[0]], [-r[1], r[0], 0.0]])
+    mobility = np.eye(3) / total + cross.T @ np.linalg.inv(inertia) @ cross
+    return float(1.0 / np.linalg.eigvalsh(mobility).max())

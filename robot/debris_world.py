@@ -22,35 +22,9 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from capture_trainer.errors import PhysicsError
-from robot import _kernels as kern
 from robot.debris import DebrisReading, DebrisSpec, PathMotion, Payload, quaternion_matrix
-from robot.models import ManipulatorModel
 from robot.pybullet_arm import SOLVER_ITERATIONS, _c_output_silenced, _import_pybullet
 from robot.pybullet_debris import PyBulletDebris
-
-
-def tool_effective_mass_kg(model: ManipulatorModel, q_rad: ArrayLike) -> float:
-    """The smallest mass the end effector presents to a push at ``q_rad`` [kg] (base and
-    arm as one rigid body, joints held), from the model alone (see
-    :meth:`robot.pybullet_arm.PyBulletArm.tool_effective_mass_kg`)."""
-    a = model.arrays
-    n = model.n_joints
-    q = np.ascontiguousarray(q_rad, dtype=float)
-    origins, axes, rots, ee = np.zeros((n, 3)), np.zeros((n, 3)), np.zeros((n, 3, 3)), np.zeros(3)
-    kern.forward_kinematics(q, a.joint_xyz, a.joint_rot, a.joint_axis, a.ee_offset, origins, axes, rots, ee)
-    masses = [model.base_mass_kg] + [link.mass_kg for link in model.links]
-    centres = [np.zeros(3)] + [origins[i] + rots[i] @ a.link_com[i] for i in range(n)]
-    inertias = [np.array(model.base_inertia_kg_m2)] + [rots[i] @ a.link_inertia[i] @ rots[i].T for i in range(n)]
-    total = float(sum(masses))
-    centre = sum(m * c for m, c in zip(masses, centres)) / total
-    inertia = np.zeros((3, 3))
-    for m, c, i in zip(masses, centres, inertias):
-        d = c - centre
-        inertia += i + m * (float(d @ d) * np.eye(3) - np.outer(d, d))
-    r = ee - centre
-    cross = np.array([[0.0, -r[2], r[1]], [r[2], 0.0, -r[0]], [-r[1], r[0], 0.0]])
-    mobility = np.eye(3) / total + cross.T @ np.linalg.inv(inertia) @ cross
-    return float(1.0 / np.linalg.eigvalsh(mobility).max())
 
 
 class LocalDebrisWorld:
@@ -60,7 +34,7 @@ class LocalDebrisWorld:
     Args:
         spec: the debris; prediction: its contact-free path.
         tip_radius_m: the probe's radius [m]; tool_mass_kg: the arm's effective mass at the
-            end effector [kg] (:func:`tool_effective_mass_kg`).
+            end effector [kg] (:func:`robot.debris.tool_effective_mass_kg`).
         dt_s: the step [s].
     """
 

@@ -40,7 +40,7 @@ from numpy.typing import NDArray
 from capture_trainer.errors import ArmError, PhysicsError
 from robot import _kernels as kern
 from robot.arm import ArmMeasurement, ArmState, BaseState, JointCommand
-from robot.debris import DebrisSpec, PathMotion
+from robot.debris import DebrisSpec, PathMotion, tool_effective_mass_kg
 from robot.models import ManipulatorModel
 from robot.pybullet_debris import PyBulletDebris
 from robot.urdf import model_urdf
@@ -292,37 +292,9 @@ class PyBulletArm:
         the returned scene is read once per tick after :meth:`advance`."""
         self.debris = PyBulletDebris(self._pb, self._client, self._body, self._n - 1,
                                      self.model.capture_tool.tip_radius_m, self.model.links[-1].com_m, spec,
-                                     prediction, self.dt_s, tool_mass_kg=self.tool_effective_mass_kg())
+                                     prediction, self.dt_s,
+                                     tool_mass_kg=tool_effective_mass_kg(self.model, self.state().q_rad))
         return self.debris
-
-    def tool_effective_mass_kg(self) -> float:
-        """The smallest mass the end effector presents to a push [kg]: base and arm as one
-        rigid body (joints held), ``1/m(n) = 1/M + (r × n)ᵀ I⁻¹ (r × n)`` with ``M``, ``I``
-        the composite mass and inertia about the composite centre of mass and ``r`` the
-        end effector from it, minimised over the push direction ``n``."""
-        pb, client, body = self._pb, self._client, self._body
-        masses, centres, inertias = [], [], []
-        position, orientation = pb.getBasePositionAndOrientation(body, physicsClientId=client)
-        rotation = np.array(pb.getMatrixFromQuaternion(orientation)).reshape(3, 3)
-        masses.append(self.model.base_mass_kg)
-        centres.append(np.array(position))
-        inertias.append(rotation @ np.array(self.model.base_inertia_kg_m2) @ rotation.T)
-        for index, link in enumerate(self.model.links):
-            state = pb.getLinkState(body, index, computeForwardKinematics=1, physicsClientId=client)
-            rotation = np.array(pb.getMatrixFromQuaternion(state[1])).reshape(3, 3)
-            masses.append(link.mass_kg)
-            centres.append(np.array(state[0]))
-            inertias.append(rotation @ np.diag(link.inertia_kg_m2) @ rotation.T)
-        total = float(sum(masses))
-        centre = sum(m * c for m, c in zip(masses, centres)) / total
-        inertia = np.zeros((3, 3))
-        for m, c, i in zip(masses, centres, inertias):
-            d = c - centre
-            inertia += i + m * (float(d @ d) * np.eye(3) - np.outer(d, d))
-        r = self.measure().ee_position_m - centre
-        cross = np.array([[0.0, -r[2], r[1]], [r[2], 0.0, -r[0]], [-r[1], r[0], 0.0]])
-        mobility = np.eye(3) / total + cross.T @ np.linalg.inv(inertia) @ cross
-        return float(1.0 / np.linalg.eigvalsh(mobility).max())
 
     def link_positions_m(self) -> NDArray[np.float64]:
         """(n_joints + 2, 3) points for drawing, task frame: base centre, joint origins,

@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 
 from robot import _kernels as kern
 from robot.arm import ArmBackend, JointCommand
-from robot.debris import Payload, combined_link_mass
+from robot.debris import Payload, combined_link_mass, quaternion_matrix
 from robot.ik import IKSettings, settings_vector, solver_code
 from robot.models import ManipulatorModel
 
@@ -152,14 +152,7 @@ class SlaveController:
         origins, axes, rots, ee = np.zeros((n, 3)), np.zeros((n, 3)), np.zeros((n, 3, 3)), np.zeros(3)
         kern.forward_kinematics(np.ascontiguousarray(state.q_rad, dtype=float), a.joint_xyz, a.joint_rot,
                                 a.joint_axis, a.ee_offset, origins, axes, rots, ee)
-        base_rotation = np.eye(3)
-        if state.base is not None:
-            x, y, z, w = np.asarray(state.base.orientation_xyzw, dtype=float).tolist()
-            base_rotation = np.array([
-                [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-                [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-                [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
-            ])
+        base_rotation = np.eye(3) if state.base is None else quaternion_matrix(state.base.orientation_xyzw)
         link_rotation = base_rotation @ rots[-1]  # task <- link
         centre_in_base = ee + base_rotation.T @ payload.com_m  # base frame, from the end effector
         com = rots[-1].T @ (centre_in_base - origins[-1])

@@ -22,8 +22,7 @@ the end-effector point, ``v_rel = ṗ − ėe``):
   ``hold_gap_m`` of the fixture's surface. Then the tool closes (the scene joins the
   debris to the end effector) and the post-capture phase begins.
 
-Outcomes (exactly one per trial, :data:`analysis.outcomes.OUTCOMES` spells the same
-words): ``captured``; ``pushed_away`` (touched, not captured, and when the trial ended
+Outcomes (exactly one per trial, ``capture_trainer.trial_log.OUTCOMES``): ``captured``; ``pushed_away`` (touched, not captured, and when the trial ended
 the debris was moving away from the tool faster than ``capture_speed_m_s``, out of
 contact); ``contact_lost`` (touched, not held, not pushed away); ``missed`` (never
 touched and the debris left the arm's reach); ``timeout`` (never touched, still within
@@ -44,9 +43,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from capture_trainer import trial_log
 from robot.debris import DebrisReading, Payload
 
-OUTCOMES: tuple[str, ...] = ("captured", "contact_lost", "pushed_away", "missed", "timeout", "aborted")
+OUTCOMES: tuple[str, ...] = trial_log.OUTCOMES
 
 
 @dataclass(frozen=True)

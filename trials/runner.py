@@ -373,7 +373,8 @@ def _make_scene(request: TrialRequest, scenario: Scenario, model: ManipulatorMod
     spec = debris_spec(scenario, motion, fixture0)
     if physics:
         return cast(SimulatesDebris, arm).add_debris(spec, motion)
-    from robot.debris_world import LocalDebrisWorld, tool_effective_mass_kg
+    from robot.debris import tool_effective_mass_kg
+    from robot.debris_world import LocalDebrisWorld
 
     q0 = scenario.robot.initial_joints_rad
     tool_mass = tool_effective_mass_kg(model, model.q0_rad if q0 is None else q0)

@@ -341,6 +341,7 @@ class ServoTick:
         values[field["reached_at_s"]] = self.reached_at_s
         values[field["first_contact_s"]] = self.monitor.first_contact_s
         values[field["captured_at_s"]] = self.monitor.captured_at_s
+        values[field["sigma_ratio"]] = self._sigma[0]
         values[field["links"]] = self.parts.arm.link_positions_m().ravel()
         now = time.perf_counter()
         if self._last_publish_wall_s > 0.0:

@@ -18,6 +18,12 @@ above 1) so that the fixture is at least :data:`MIN_FIXTURE_PX` and the envelope
 :data:`MIN_ENVELOPE_PX` pixels in radius; their sizes relative to one another are true,
 their centres are where the snapshot puts them.
 
+The panel's **base-safe margin** gauge reads the IK's reaction-singularity gauge
+(``Frame.sigma_ratio``, σ_min(M (I − J⁺J)) / ‖M‖): full and green at or above
+:data:`BASE_MARGIN`, falling linearly to empty at :data:`BASE_THRESHOLD`, the two marks
+drawn at the bar's ends, and a warning line below :data:`BASE_MARGIN` (where the
+reaction-boundary fixture starts to pull the stylus back); see :func:`base_margin`.
+
 Colours are module constants (:data:`COLOURS`) so that tests can look for them.
 """
 
@@ -76,6 +82,14 @@ MIN_TIP_PX = 2
 EE_PX = 7
 #: The tool drawn when the servo does not say which (the models' default probe).
 DEFAULT_TOOL = CaptureTool()
+#: The base-safe margin gauge's marks on ``sigma_ratio``: full at or above BASE_MARGIN,
+#: empty at BASE_THRESHOLD. They are the defaults of ``guidance.fixtures.ReactionBoundary``
+#: (``margin``, ``threshold``: where its pull-back starts and where it is at full weight);
+#: tests/app/test_window_margin.py checks that they agree.
+BASE_MARGIN = 0.03
+BASE_THRESHOLD = 0.01
+#: The warning under the base-safe margin gauge while ``sigma_ratio`` < BASE_MARGIN.
+MARGIN_WARNING = "arm near limit: base would turn, stylus pushes back"
 
 
 @dataclass
@@ -102,6 +116,7 @@ class Frame:
     servo_overruns: int
     first_contact_s: float = math.nan  # NaN until the tool first touches the debris
     captured_at_s: float = math.nan  # NaN until the tool closes on the debris
+    sigma_ratio: float = math.nan  # the IK's reaction-singularity gauge; NaN: no reading
 
     @classmethod
     def read(cls, snapshot: SharedSnapshot) -> Frame | None:
@@ -139,6 +154,8 @@ class Frame:
             servo_overruns=int(num("servo_overruns")),
             first_contact_s=num("first_contact_s"),
             captured_at_s=num("captured_at_s"),
+            # NaN (no reading) for a block laid out without the field
+            sigma_ratio=num("sigma_ratio") if "sigma_ratio" in snapshot.offsets else math.nan,
         )
 
     @property
@@ -225,6 +242,31 @@ def capture_status(frame: Frame) -> tuple[str, str, str]:
     if first == first:
         return f"contact at {first:.2f} s, not touching now", "normal", "warn"
     return "no contact yet", "normal", "dim"
+
+
+@dataclass(frozen=True)
+class BaseMargin:
+    """What the base-safe margin gauge shows for one ``sigma_ratio`` (:func:`base_margin`)."""
+
+    level: float  # the bar's fill, 0 (empty) to 1 (full)
+    colour: str  # the fill's (and the warning's) key in COLOURS
+    label: str  # the line above the bar
+    warning: str  # the line below the bar; "" at or above BASE_MARGIN and without a reading
+
+
+def base_margin(sigma_ratio: float) -> BaseMargin:
+    """The gauge for ``sigma_ratio``: fill ``clip((σ − BASE_THRESHOLD) / (BASE_MARGIN −
+    BASE_THRESHOLD), 0, 1)``; green when full, amber down to half, red below half; the
+    warning :data:`MARGIN_WARNING` below BASE_MARGIN; "no reading" (empty, dim) for NaN."""
+    if not math.isfinite(sigma_ratio):
+        return BaseMargin(0.0, "dim", "base-safe margin: no reading", "")
+    level = max(0.0, min(1.0, (sigma_ratio - BASE_THRESHOLD) / (BASE_MARGIN - BASE_THRESHOLD)))
+    if sigma_ratio >= BASE_MARGIN:
+        level, colour = 1.0, "good"
+    else:
+        colour = "warn" if level >= 0.5 else "bad"
+    label = f"base-safe margin {level * 100:3.0f}%   (sigma {sigma_ratio:.3f})"
+    return BaseMargin(level, colour, label, MARGIN_WARNING if sigma_ratio < BASE_MARGIN else "")
 
 
 def _arrow(surface: Any, colour: tuple[int, int, int], start: tuple[int, int],
@@ -323,7 +365,9 @@ class SceneRenderer:
                           _at_least(MIN_ENVELOPE_PX, info.envelope_radius_m * px_per_m))
         self.trail: deque[NDArray[np.float64]] = deque(maxlen=240)
         self.base_half_m = half
-        self.force_rect = pygame.Rect(self.panel.x + 20, 275, self.PANEL_W - 40, 170)
+        self.force_rect = pygame.Rect(self.panel.x + 20, 275, self.PANEL_W - 40, 150)
+        #: The base-safe margin gauge's bar (its label above, its warning line below).
+        self.margin_rect = pygame.Rect(self.panel.x + 20, 489, self.PANEL_W - 40, 16)
 
     def radii_px(self, view: Projection) -> tuple[int, int, int]:
         """Drawn radii [px] of the fixture, the probe tip and the capture envelope in ``view``."""
@@ -467,8 +511,9 @@ class SceneRenderer:
         self._distance(surface, frame, pygame.Rect(x, 210, width, 20))
         self._capture_status(surface, frame, (x, 236))
         self._forces(surface, frame)
-        self._base_gauge(surface, frame, pygame.Rect(x, 485, width, 16))
-        self._legend(surface, (x, 520))
+        self._base_gauge(surface, frame, pygame.Rect(x, 449, width, 16))
+        self._margin_gauge(surface, frame, self.margin_rect)
+        self._legend(surface, (x, 530))
 
     def _velocity_gauge(self, surface: Any, frame: Frame, rect: Any) -> None:
         import pygame
@@ -536,6 +581,30 @@ class SceneRenderer:
         level = max(0.0, min(1.0, torque / 0.5))
         colour = "good" if level < 0.2 else ("warn" if level < 0.6 else "bad")
         pygame.draw.rect(surface, COLOURS[colour], (rect.x, rect.y, int(rect.width * level), rect.height))
+
+    def margin_bar(self) -> Any:
+        """The margin gauge's fill area: :attr:`margin_rect` less room for the marks' numbers."""
+        return self.margin_rect.inflate(-2 * 34, 0)
+
+    def _margin_gauge(self, surface: Any, frame: Frame, rect: Any) -> None:
+        """The base-safe margin (:func:`base_margin`): the fill between the two marks,
+        ``BASE_THRESHOLD`` on the left (empty) and ``BASE_MARGIN`` on the right (full)."""
+        import pygame
+
+        gauge = base_margin(frame.sigma_ratio)
+        self.text(surface, gauge.label, (rect.x, rect.y - 18),
+                  colour="dim" if gauge.colour == "dim" else "text")
+        bar = self.margin_bar()
+        pygame.draw.rect(surface, COLOURS["grid"], bar)
+        fill = int(round(bar.width * gauge.level))
+        if fill > 0:
+            pygame.draw.rect(surface, COLOURS[gauge.colour], (bar.x, bar.y, fill, bar.height))
+        for mark_x in (bar.left - 2, bar.right):  # the two marks, just outside the fill area
+            pygame.draw.rect(surface, COLOURS["text"], (mark_x, bar.y - 3, 2, bar.height + 6))
+        self.text(surface, f"{BASE_THRESHOLD:g}", (rect.x, rect.y + 2), colour="dim")
+        self.text(surface, f"{BASE_MARGIN:g}", (bar.right + 6, rect.y + 2), colour="dim")
+        if gauge.warning:
+            self.text(surface, gauge.warning, (rect.x, rect.bottom + 4), colour=gauge.colour)
 
     def _legend(self, surface: Any, pos: tuple[int, int]) -> None:
         import pygame

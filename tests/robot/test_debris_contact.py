@@ -371,3 +371,38 @@ def test_heavy_debris_is_captured_and_barely_moved(tmp_path):
     assert np.linalg.norm(target_v[k1] - target_v[k0 - 1]) < 1e-3
     assert summary["outcome"] == "captured", summary["outcome_reason"]
     assert metadata["outcome"] == "captured"
+
+
+@pytest.mark.parametrize("name", ["planar-3r", "spatial-7dof"])
+def test_the_tools_effective_mass_from_the_model_matches_the_plant(name: str) -> None:
+    """The composite rigid body (base and links, joints held) built independently from
+    PyBullet's own link poses gives the same smallest mass at the end effector."""
+    from robot.debris import tool_effective_mass_kg
+    from robot.models import MODELS
+    from robot.pybullet_arm import PyBulletArm
+
+    model = MODELS[name]
+    q = np.array(model.q0_rad) + 0.3
+    with PyBulletArm(model, q0_rad=q) as arm:
+        pb, client, body = arm._pb, arm.client_id, arm.body_id
+        masses = [model.base_mass_kg] + [link.mass_kg for link in model.links]
+        centres = [np.zeros(3)]
+        inertias = [np.array(model.base_inertia_kg_m2)]
+        for index, link in enumerate(model.links):
+            state = pb.getLinkState(body, index, computeForwardKinematics=1, physicsClientId=client)
+            rotation = np.array(pb.getMatrixFromQuaternion(state[1])).reshape(3, 3)
+            centres.append(np.array(state[0]))
+            inertias.append(rotation @ np.diag(link.inertia_kg_m2) @ rotation.T)
+        ee = arm.measure().ee_position_m.copy()
+    total = sum(masses)
+    centre = sum(m * c for m, c in zip(masses, centres)) / total
+    inertia = sum(i + m * ((c - centre) @ (c - centre) * np.eye(3) - np.outer(c - centre, c - centre))
+                  for m, c, i in zip(masses, centres, inertias))
+    # smallest m(n) over many directions n, by brute force
+    directions = np.random.default_rng(0).normal(size=(20000, 3))
+    directions /= np.linalg.norm(directions, axis=1)[:, None]
+    r = ee - centre
+    arms = np.cross(r, directions)
+    mobility = 1.0 / total + np.einsum("ij,jk,ik->i", arms, np.linalg.inv(inertia), arms)
+    assert tool_effective_mass_kg(model, q) == pytest.approx(1.0 / mobility.max(), rel=1e-4)
+    assert tool_effective_mass_kg(model, q) < total
