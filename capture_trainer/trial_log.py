@@ -181,6 +181,8 @@ METADATA_KEYS = {
     "payload": "object or null (version 2): mass_kg, com_m, inertia_kg_m2 in the tool link's frame",
     "contact_model": "str (version 2): physics (the debris in the arm's PyBullet world) | physics_local (the "
                      "debris in a world of its own, kinematic probe: an arm over the link) | proximity (distance test)",
+    "link_delay": "object or null (version 2): delay_s, jitter_s, loss, command_lost, state_lost of the "
+                  "delayed link between the operator's side and the arm's side",
     "fixture_radius_m": "float (version 2): the debris' grapple fixture radius; target_radius_m adds "
                         "the tool tip's radius (the first touch)",
     "write_error": "str, why writing the file failed (only after a failed write)",
@@ -192,7 +194,7 @@ OUTCOMES: tuple[str, ...] = ("captured", "contact_lost", "pushed_away", "missed"
 
 #: Metadata keys that version 2 added (a version-1 file lacks them).
 METADATA_KEYS_ADDED_IN_V2 = frozenset({"outcome", "outcome_at_s", "outcome_reason", "first_contact", "capture",
-                                       "payload", "contact_model", "fixture_radius_m"})
+                                       "payload", "contact_model", "fixture_radius_m", "link_delay"})
 
 #: Longest text (any string in the metadata, at any depth, keys included) [UTF-8 bytes].
 #: The metadata is rewritten with every flush of a running trial, so it must stay small.

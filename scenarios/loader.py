@@ -36,6 +36,7 @@ from scenarios.schema import (
     SATURATION_MODES,
     CaptureConfig,
     DebrisConfig,
+    DelayTable,
     FixturesConfig,
     GuidanceConfig,
     LawFacts,
@@ -352,6 +353,17 @@ def _capture(root: _Table) -> CaptureConfig:
     return CaptureConfig(**values)
 
 
+def _delay(root: _Table) -> DelayTable:
+    t = root.table("delay")
+    values: dict[str, Any] = {
+        "delay_s": t.number("delay_s", 0.0, minimum=0.0, maximum=60.0),
+        "jitter_s": t.number("jitter_s", 0.0, minimum=0.0, maximum=10.0),
+        "loss": t.number("loss", 0.0, minimum=0.0, maximum=0.99),
+    }
+    t.finish()
+    return DelayTable(**{k: v for k, v in values.items() if v is not None})
+
+
 def _debris(root: _Table) -> DebrisConfig:
     t = root.table("debris")
     values: dict[str, Any] = {
@@ -448,6 +460,7 @@ def scenario_from_dict(data: dict[str, Any], source: str, default_name: str, *, 
         description=description,  # type: ignore[arg-type]
         capture=_capture(root),
         debris=_debris(root),
+        delay=_delay(root),
         guidance=_guidance(root, vocabulary.laws),
         fixtures=_fixtures(root),
         mapping=_mapping(root),

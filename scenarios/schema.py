@@ -142,6 +142,21 @@ class CaptureConfig:
 
 
 @dataclass(frozen=True)
+class DelayTable:
+    """Communication delay between the operator's side and the arm's side (each way).
+
+    Attributes:
+        delay_s: constant one-way delay [s] (ISS to ground about 0.4 s each way).
+        jitter_s: SD of the half-normal extra delay per sample [s].
+        loss: probability that a sample is lost, [0, 1).
+    """
+
+    delay_s: float = 0.0
+    jitter_s: float = 0.0
+    loss: float = 0.0
+
+
+@dataclass(frozen=True)
 class DebrisConfig:
     """The debris as a body (``robot.debris``): its grapple fixture is the target sphere.
 
@@ -254,6 +269,7 @@ class Scenario:
     description: str = ""
     capture: CaptureConfig = field(default_factory=CaptureConfig)
     debris: DebrisConfig = field(default_factory=DebrisConfig)
+    delay: DelayTable = field(default_factory=DelayTable)
     guidance: GuidanceConfig = field(default_factory=GuidanceConfig)
     fixtures: FixturesConfig = field(default_factory=FixturesConfig)
     mapping: MappingConfig = field(default_factory=MappingConfig)

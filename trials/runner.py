@@ -40,6 +40,7 @@ from scenarios.seeding import trial_seed
 from trials.capture_event import CaptureRules, payload_metadata
 from trials.conditions import CONDITIONS
 from trials.commanders import Commander, ControllerCommander, HapticCommander
+from trials.delay import DelayConfig, DelayedLink
 from trials.proximity import ProximityScene
 from trials.recorder import TrialRecorder
 from trials.tick import ServoTick, TickLimits, TrialParts
@@ -89,6 +90,9 @@ class TrialRequest:
             real arm's) to drive over the link instead of the in-process plant.
         arm_keys: the CURVE key folder of ``capture-trainer arm keys`` (required off
             loopback).
+        delay_s, jitter_s, loss: override the scenario's ``[delay]`` (one-way delay and
+            jitter [s], loss probability) of the link between the operator's side and the
+            arm's side (``trials.delay``).
         contact: ``physics`` or ``auto`` (the debris as a body with contact physics: in
             the arm's own world when it can hold one, as the in-process plant's can, else
             in a world of its own on this side with a kinematic probe,
@@ -113,6 +117,9 @@ class TrialRequest:
     arm: str | None = None
     arm_keys: str | None = None
     contact: str = "auto"
+    delay_s: float | None = None
+    jitter_s: float | None = None
+    loss: float | None = None
 
     def resolved_trial_id(self, scenario_name: str) -> str:
         """The trial file's stem: ``trial_id``, or ``<participant>_<scenario>_<condition>_s<seed>``,
@@ -191,7 +198,9 @@ class Trial:
 
     def _outcome_metadata(self) -> dict[str, Any]:
         payload = self.tick.payload
-        return {**self.tick.monitor.metadata(), "payload": None if payload is None else payload_metadata(payload)}
+        link = self.tick.link
+        return {**self.tick.monitor.metadata(), "payload": None if payload is None else payload_metadata(payload),
+                "link_delay": None if link is None else link.metadata()}
 
     def abort(self, reason: str) -> None:
         """Stop after a failure or a user abort; the recorded data is kept, incomplete."""
@@ -273,7 +282,8 @@ def build_trial(request: TrialRequest, out_dir: str | Path) -> Trial:
         recorder = _make_recorder(request, scenario, plan, law, commander, device, scene, out_dir)
         limits = TickLimits(DT_S, plan.max_ticks, scene.contact_radius_m, plan.end_after_reach_s,
                             _capture_rules(scenario, plan, shoulder_m, reach_m))
-        tick = ServoTick(TrialParts(commander, slave, arm, scene, law, recorder, scene), limits)
+        link = _make_link(request, scenario, plan.seed)
+        tick = ServoTick(TrialParts(commander, slave, arm, scene, law, recorder, scene, link), limits)
         tick.guidance_state.arm_base_position_m[:] = shoulder_m
         clock = _make_clock(request, device)
         opened.pop_all()
@@ -353,6 +363,21 @@ def debris_spec(scenario: Scenario, motion: TargetMotion, fixture0_m: NDArray[np
         thrust=motion if isinstance(motion, CurvedMotion) else None,
         contact=ContactModel(debris.contact_frequency_rad_s, debris.contact_damping_ratio, debris.friction),
     )
+
+
+def _make_link(request: TrialRequest, scenario: Scenario, seed: int) -> DelayedLink | None:
+    """The delayed link of the scenario's ``[delay]`` (the request's values first), or
+    None when there is no delay."""
+    table = scenario.delay
+    try:
+        config = DelayConfig(
+            delay_s=table.delay_s if request.delay_s is None else float(request.delay_s),
+            jitter_s=table.jitter_s if request.jitter_s is None else float(request.jitter_s),
+            loss=table.loss if request.loss is None else float(request.loss),
+        )
+    except ValueError as error:
+        raise TrialError(f"delay: {error}") from None
+    return DelayedLink(config, DT_S, seed) if config.active else None
 
 
 CONTACT_MODES: tuple[str, ...] = ("auto", "physics", "proximity")

@@ -41,6 +41,7 @@ from scenarios.motion import TargetMotion
 from trials.capture_event import CaptureMonitor, CaptureRules
 from trials.commanders import (BIT_CAPTURED, BIT_CONTACT, BIT_FAULT, BIT_LIMITED, BIT_REPLAN, BIT_SINGULAR,
                                Commander)
+from trials.delay import DelayedLink, DelayLine
 from trials.proximity import ProximityScene
 
 #: Stage names, in tick order, for the per-stage timing of ``capture-trainer bench servo``.
@@ -85,6 +86,8 @@ class TrialParts:
         recorder: the trial log's row buffer.
         scene: the debris and the capture tool (``robot.debris.CaptureScene``); None: a
             :class:`trials.proximity.ProximityScene` on ``target``.
+        link: the delayed link between the operator's side and the arm's side
+            (:class:`trials.delay.DelayedLink`); None: no delay.
     """
 
     commander: Commander
@@ -94,6 +97,7 @@ class TrialParts:
     law: GuidanceLaw
     recorder: TickRecorder
     scene: CaptureScene | None = None
+    link: DelayedLink | None = None
 
 
 @dataclass(frozen=True)
@@ -167,6 +171,7 @@ class ServoTick:
         self._t_next = np.zeros(1)
         self._sigma = np.ones(1)
         self._cmd_pos, self._cmd_vel, self._cmd_acc = np.zeros(3), np.zeros(3), np.zeros(3)
+        self.link = parts.link
         self._guide = np.zeros(3)
         self._last_publish_wall_s = 0.0
         self._last_publish_k = 0
@@ -186,6 +191,7 @@ class ServoTick:
         self._target_pos, self._target_vel = reading.point_m, reading.point_velocity_m_s
         self._target_acc = reading.point_acceleration_m_s2
         self.scene.read(0.0, self._m.ee_position_m, self._m.ee_velocity_m_s)
+        self._delay_setup()
         parts.commander.start(self.ee0_m)
         self.guidance_state = GuidanceState.for_joints(parts.arm.n_joints)
         self._row_parts: tuple[NDArray[np.float64], ...] = ()
@@ -193,23 +199,46 @@ class ServoTick:
         self._stages = (self._command, self._slave, self._plant, self._target, self._capture, self._guidance,
                         self._render, self._actuate, self._record)
 
+    def _delay_setup(self) -> None:
+        """The arrays each side of the link uses: without a link the slave reads the
+        commander's arrays and the operator's side the arm's; with one, each side reads
+        its own copies, refilled by the link (the slave starts holding the end effector
+        where it is; the operator starts seeing the start)."""
+        m = self._m
+        if self.link is None:
+            self._slave_cmd = (self._cmd_pos, self._cmd_vel, self._cmd_acc)
+            return
+        self._slave_cmd = (m.ee_position_m.copy(), np.zeros(3), np.zeros(3))
+        self._seen = np.concatenate((m.ee_position_m, m.ee_velocity_m_s, self._target_pos, self._target_vel,
+                                     self._target_acc))
+        self._command_out = np.zeros(DelayedLink.COMMAND_WIDTH)
+        self._state_out = np.zeros(DelayedLink.STATE_WIDTH)
+
+    def _seen_parts(self, m: ArmMeasurement) -> tuple[NDArray[np.float64], ...]:
+        """End effector and debris as the operator's side sees them (position, velocity;
+        position, velocity, acceleration)."""
+        if self.link is None:
+            return (m.ee_position_m, m.ee_velocity_m_s, self._target_pos, self._target_vel, self._target_acc)
+        seen = self._seen
+        return (seen[0:3], seen[3:6], seen[6:9], seen[9:12], seen[12:15])
+
     def _share(self, m: ArmMeasurement) -> None:
         """Point the guidance state and the recorder's row parts at the arrays the stages
         refill in place (the arm's read-outs, the target, the stylus, the IK's map):
         nothing is copied per tick. Called again only if the arm hands out a new
         measurement instance."""
         commander, state = self.parts.commander, self.guidance_state
-        state.ee_position_m, state.ee_velocity_m_s = m.ee_position_m, m.ee_velocity_m_s
-        state.target_position_m, state.target_velocity_m_s = self._target_pos, self._target_vel
-        state.target_acceleration_m_s2 = self._target_acc
+        seen = self._seen_views = self._seen_parts(m)
+        state.ee_position_m, state.ee_velocity_m_s = seen[0], seen[1]
+        state.target_position_m, state.target_velocity_m_s, state.target_acceleration_m_s2 = seen[2:]
         state.device_position_m, state.device_velocity_m_s = commander.device_position_m, commander.device_velocity_m_s
         state.hand_force_n = commander.hand_force_n
         state.joint_position_rad = m.q_rad
         state.jacobian_pinv = self._status.jacobian_pinv
         state.command_position_m, state.sigma_ratio = self._cmd_pos, self._sigma
         self._row_parts = (
-            self._t_next, m.ee_position_m, m.ee_velocity_m_s, self._target_pos, self._target_vel, self._cmd_pos,
-            self._cmd_vel, commander.device_position_m, commander.device_velocity_m_s, self._guide,
+            self._t_next, m.ee_position_m, m.ee_velocity_m_s, self._target_pos, self._target_vel,
+            self._slave_cmd[0], self._slave_cmd[1], commander.device_position_m, commander.device_velocity_m_s, self._guide,
             commander.calculated_dev_n, commander.actuated_dev_n, m.base_torque_n_m, m.base_attitude_rad,
             m.base_angular_velocity_rad_s, self._sigma, m.q_rad, m.qd_rad_s, self._reading.force_on_debris_n,
             self._reading.angular_velocity_rad_s,
@@ -235,9 +264,13 @@ class ServoTick:
     def _command(self) -> None:
         self._t = self.k * self.dt_s
         self.parts.commander.command(self._t, self._cmd_pos, self._cmd_vel, self._cmd_acc)
+        if self.link is not None:
+            self._cross(self.link.command, self._t, (self._cmd_pos, self._cmd_vel, self._cmd_acc),
+                        self._command_out, self._slave_cmd)
 
     def _slave(self) -> None:
-        self._status = self.parts.slave.step(self._t, self._cmd_pos, self._cmd_vel, self._cmd_acc)
+        x, v, a = self._slave_cmd
+        self._status = self.parts.slave.step(self._t, x, v, a)
         self._sigma[0] = self._status.sigma_ratio
 
     def _plant(self) -> None:
@@ -252,6 +285,21 @@ class ServoTick:
         self._t_next[0] = self._t_next_s
         m = self._m
         self.scene.read(self._t_next_s, m.ee_position_m, m.ee_velocity_m_s)
+        if self.link is not None:
+            self._cross(self.link.state, self._t_next_s, (m.ee_position_m, m.ee_velocity_m_s, self._target_pos,
+                                                          self._target_vel, self._target_acc),
+                        self._state_out, self._seen_views)
+
+    @staticmethod
+    def _cross(line: DelayLine, t_s: float, sent: tuple[NDArray[np.float64], ...], buffer: NDArray[np.float64],
+               received: tuple[NDArray[np.float64], ...]) -> None:
+        """Send ``sent`` (3-vectors) over ``line`` at ``t_s``; unpack what arrives into
+        ``received`` (held when nothing newer arrived)."""
+        np.concatenate(sent, out=buffer)
+        line.send(t_s, buffer)
+        if line.receive(t_s, buffer):
+            for i, part in enumerate(received):
+                part[:] = buffer[3 * i:3 * i + 3]
 
     def _capture(self) -> None:
         m = self._m
@@ -268,9 +316,8 @@ class ServoTick:
         self.parts.commander.render(self._guide)
 
     def _actuate(self) -> None:
-        m = self._m
-        self.parts.commander.actuate(self._t_next_s, self._target_pos, self._target_vel, m.ee_position_m,
-                                     m.ee_velocity_m_s)
+        ee, ee_v, target, target_v, _ = self._seen_views
+        self.parts.commander.actuate(self._t_next_s, target, target_v, ee, ee_v)
 
     def _record(self) -> None:
         parts, status = self.parts, self._status

@@ -46,6 +46,12 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--contact", choices=("auto", "physics", "proximity"), default="auto",
                      help="contact physics with the debris as a body (auto: when the arm's world can "
                      "simulate it, i.e. not over --arm) or the paper's proximity test")
+    run.add_argument("--delay-ms", type=arguments.number(0.0, 60_000.0), metavar="MS",
+                     help="one-way delay between the operator's side and the arm's side [ms] (overrides the "
+                     "scenario's [delay])")
+    run.add_argument("--jitter-ms", type=arguments.number(0.0, 10_000.0), metavar="MS",
+                     help="SD of the extra, half-normal delay per sample [ms]")
+    run.add_argument("--loss", type=arguments.number(0.0, 0.99), metavar="P", help="probability of a lost sample")
     run.add_argument("--json", action="store_true", help="print the trial summary as JSON")
     _arm_options(run)
     run.set_defaults(handler=_run)
@@ -103,6 +109,9 @@ def _run(args: argparse.Namespace) -> int:
             arm=args.arm,
             arm_keys=args.keys,
             contact=args.contact,
+            delay_s=None if args.delay_ms is None else args.delay_ms * 1e-3,
+            jitter_s=None if args.jitter_ms is None else args.jitter_ms * 1e-3,
+            loss=args.loss,
         ),
         args.out,
     )

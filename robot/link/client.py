@@ -114,14 +114,18 @@ class LinkClient:
         sock = self.socket
         data = None
         while data is None:
-            # A blocking recv bounded by RCVTIMEO (whole ms, 0 = do not wait): one call,
-            # the GIL released while it waits.
+            # A blocking recv bounded by RCVTIMEO (whole ms): one call, the GIL released
+            # while it waits. Not waiting is a NOBLOCK recv, so that a drain (deadline 0)
+            # and the wait for a reply do not reset the socket option on every message.
             wait_ms = max(0, math.ceil((deadline - time.perf_counter()) * 1e3))
-            if wait_ms != self._rcvtimeo_ms:
-                sock.setsockopt(zmq.RCVTIMEO, wait_ms)
-                self._rcvtimeo_ms = wait_ms
             try:
-                data = sock.recv()
+                if wait_ms == 0:
+                    data = sock.recv(zmq.NOBLOCK)
+                else:
+                    if wait_ms != self._rcvtimeo_ms:
+                        sock.setsockopt(zmq.RCVTIMEO, wait_ms)
+                        self._rcvtimeo_ms = wait_ms
+                    data = sock.recv()
             except zmq.Again:
                 if time.perf_counter() >= deadline:
                     return None

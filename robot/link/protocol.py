@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import threading
 from typing import Any
 
 import numpy as np
@@ -170,6 +171,68 @@ BODIES: dict[str, dict[str, _Field]] = {
 _KEYS: dict[str, frozenset[str]] = {kind: frozenset(HEADER) | frozenset(body) for kind, body in BODIES.items()}
 
 
+def _fast_check_source(kind: str, body: dict[str, _Field]) -> str:
+    """Python source of a straight-line validator for one message type (see :func:`_fast_valid`)."""
+    lines = [f"def check(m, n):"]
+    for name, spec in {**HEADER, **body}.items():
+        lines.append(f"    x = m[{name!r}]")
+        if isinstance(spec, _U64):
+            lines.append("    if type(x) is not int or not 0 <= x <= U64_MAX: return False")
+        elif isinstance(spec, _Bool):
+            lines.append("    if type(x) is not bool: return False")
+        elif isinstance(spec, _Float):
+            lines.append("    if type(x) is not float or not isfinite(x): return False")
+        elif isinstance(spec, _Text):
+            lines.append(f"    if type(x) is not str or len(x) > {MAX_TEXT_CHARS}: return False")
+            if spec.choices:
+                lines.append(f"    if x not in {spec.choices!r}: return False")
+        elif isinstance(spec, _Vector):
+            length = "n" if spec.length == N else str(spec.length)
+            guard = "if x is not None:" if spec.nullable else "if True:"
+            lines.append(f"    {guard}")
+            lines.append(f"        if type(x) is not list or len(x) != {length}: return False")
+            lines.append("        for y in x:")
+            lines.append("            if type(y) is not float: return False")
+            # a finite sum means every item is finite (an inf or nan makes the sum inf or
+            # nan; a sum that overflows only sends the message to the slow path)
+            lines.append("        if not isfinite(sum(x)): return False")
+        elif isinstance(spec, _Counts):
+            lines.append(f"    if type(x) is not dict or x.keys() != {set(spec.keys)!r}: return False")
+            lines.append("    for y in x.values():")
+            lines.append("        if type(y) is not int or not 0 <= y <= U64_MAX: return False")
+        else:  # a field kind without a fast check: the field checks decide
+            lines.append("    return False")
+    lines.append("    return True")
+    return "\n".join(lines)
+
+
+def _compile_fast_checks() -> dict[str, Any]:
+    checks: dict[str, Any] = {}
+    for kind, body in BODIES.items():
+        namespace: dict[str, Any] = {"isfinite": math.isfinite, "U64_MAX": U64_MAX}
+        exec(compile(_fast_check_source(kind, body), f"<link check {kind}>", "exec"), namespace)  # noqa: S102
+        checks[kind] = namespace["check"]
+    return checks
+
+
+#: Per type, a validator compiled from the schema: True only when every field passes
+#: (never accepts what the field checks refuse). On False the field checks run and say
+#: which field is wrong; so the fast path changes the speed, never the verdict.
+_FAST_CHECKS: dict[str, Any] = _compile_fast_checks()
+
+_msgpack: Any = None
+_packers = threading.local()
+
+
+def _codec() -> Any:
+    global _msgpack
+    if _msgpack is None:
+        import msgpack
+
+        _msgpack = msgpack
+    return _msgpack
+
+
 def encode(kind: str, session: int, seq: int, t_ns: int, body: dict[str, Any]) -> bytes:
     """One message as bytes (no validation: the sender builds it from checked values).
 
@@ -177,11 +240,12 @@ def encode(kind: str, session: int, seq: int, t_ns: int, body: dict[str, Any]) -
         kind: the message type; session, seq, t_ns: the header (see the module doc).
         body: the type's fields, vectors as lists of floats (``ndarray.tolist()``).
     """
-    import msgpack
-
+    packer = getattr(_packers, "packer", None)
+    if packer is None:  # one reusable packer per thread (a server thread and a client may share a process)
+        packer = _packers.packer = _codec().Packer(use_bin_type=True)
     message = {"v": PROTOCOL_VERSION, "type": kind, "session": session, "seq": seq, "t_ns": t_ns}
     message.update(body)
-    packed: bytes = msgpack.packb(message, use_bin_type=True)
+    packed: bytes = packer.pack(message)
     return packed
 
 
@@ -201,13 +265,11 @@ def decode(data: bytes, n_joints: int, accept: frozenset[str]) -> dict[str, Any]
             a type not in ``accept``, a missing or extra key, or a value of the wrong type,
             length or range (non-finite floats included). The message says which.
     """
-    import msgpack
-
     if len(data) > MAX_MESSAGE_BYTES:
         raise MessageError(f"oversized: {len(data)} bytes > {MAX_MESSAGE_BYTES}")
     try:
         # unpackb bounds every string, array and map by len(data) (<= MAX_MESSAGE_BYTES)
-        message = msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True)
+        message = _codec().unpackb(data, raw=False, strict_map_key=True, use_list=True)
     except Exception as error:  # any parse failure of untrusted bytes is a malformed message
         raise MessageError(f"not one msgpack value: {type(error).__name__}") from None
     if type(message) is not dict:
@@ -228,6 +290,8 @@ def decode(data: bytes, n_joints: int, accept: frozenset[str]) -> dict[str, Any]
         missing = sorted(keys - message.keys())
         extra = sorted(map(str, message.keys() - keys))
         raise MessageError(f"{kind}: missing keys {missing}, unexpected keys {extra}")
+    if _FAST_CHECKS[kind](message, n_joints):
+        return message
     for name, spec in HEADER.items():
         spec.check(message[name], n_joints, name)
     for name, spec in BODIES[kind].items():

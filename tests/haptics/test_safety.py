@@ -117,7 +117,7 @@ def test_missed_ticks_ramp_to_zero_from_a_monitor(seq: list[tuple[float, float, 
             out = layer.ramp_to_zero(t)
         else:
             out = layer.force_n
-        assert np.linalg.norm(out) <= SPEC.max_force_n
+        assert np.linalg.norm(out) <= SPEC.max_force_n * (1.0 + 1e-12)  # sqrt(3.3²) rounds to 3.3000000000000003
         if t - t_last >= STALL_BOUND_S - 1e-12:
             assert np.all(out == 0.0)
 

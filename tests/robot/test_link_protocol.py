@@ -21,7 +21,9 @@ from robot.link.keys import (
     load_server_keys,
 )
 from robot.link.protocol import (
+    _FAST_CHECKS,
     BODIES,
+    HEADER,
     CLIENT_TYPES,
     MAX_MESSAGE_BYTES,
     SERVER_TYPES,
@@ -128,6 +130,43 @@ def test_a_flipped_byte_never_gives_an_unchecked_message(data):
         return
     assert set(msg) == {"v", "type", "session", "seq", "t_ns", *BODIES["command"]}
     assert all(math.isfinite(v) for key in ("q_rad", "qd_rad_s", "qdd_rad_s2") for v in msg[key])
+
+
+_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(-3, 2**64 + 3), st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=3), st.sampled_from(["running", "halted", "lockstep", "x" * 201]),
+    st.lists(st.one_of(st.floats(allow_nan=True, allow_infinity=True, width=64), st.integers(0, 2), st.none()),
+             max_size=10),
+    st.just([1e308, 1e308, 1e308]), st.just([float("inf"), float("-inf"), 0.0]),
+    st.dictionaries(st.sampled_from(["malformed", "stale", "other"]), st.integers(-1, 3), max_size=3))
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.sampled_from(sorted(BODIES)), st.data())
+def test_the_compiled_checks_never_accept_what_the_field_checks_refuse(kind, data):
+    """The fast path of decode() is an accelerator only: whenever it accepts a message,
+    every field check passes too (so a refusal and its reason come from the field checks)."""
+    message = {"v": 1, "type": kind, "session": 7, "seq": 9, "t_ns": 123}
+    for name, spec in BODIES[kind].items():
+        length = N if getattr(spec, "length", 0) == -1 else getattr(spec, "length", 0)
+        message[name] = [0.5] * length if hasattr(spec, "length") else 0
+    for name in data.draw(st.lists(st.sampled_from(sorted(set(message) - {"v", "type"})), min_size=1, max_size=3, unique=True)):
+        message[name] = data.draw(_VALUES)
+    fast = _FAST_CHECKS[kind](message, N)
+    try:
+        for name, spec in {**HEADER, **BODIES[kind]}.items():
+            spec.check(message[name], N, name)
+        slow = True
+    except MessageError:
+        slow = False
+    assert slow or not fast
+    if fast:
+        assert decode(msgpack.packb(message, use_bin_type=True), N, frozenset({kind})) == message
+
+
+def test_the_compiled_checks_accept_every_valid_message():
+    assert _FAST_CHECKS["command"](msgpack.unpackb(encode("command", 7, 9, 123, command_body())), N)
+    assert _FAST_CHECKS["state"](msgpack.unpackb(encode("state", 7, 9, 123, state_body())), N)
 
 
 def test_fingerprints_tell_models_and_bases_apart():
