@@ -76,6 +76,24 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     _arm_options(study)
     study.set_defaults(handler=_study)
 
+    sweep = subparsers.add_parser(
+        "sweep",
+        help="run a sweep: a protocol plus a [grid] or [random] design over scenario fields",
+        description="Expand a sweep file (a study protocol plus a [grid] table of dotted scenario fields "
+        "and value lists, and/or a [random] table of ranges and a sample count) into scenario variants, "
+        "validate every one, and run them as one resumable study in --out; then write "
+        "sweep-results.parquet (one row per trial, the swept values as columns) and sweep.png "
+        "(response curves). A killed sweep resumes when run again.",
+    )
+    sweep.add_argument("file", help="the sweep .toml file")
+    sweep.add_argument("--out", type=arguments.output_dir, required=True, help="the sweep folder")
+    sweep.add_argument("--workers", type=arguments.workers, default=1,
+                       help=f"parallel worker processes, 1 to {arguments.MAX_WORKERS}")
+    sweep.add_argument("--executor", choices=("local",), default="local",
+                       help="where the trials run: a local process pool")
+    sweep.add_argument("--force", action="store_true", help="replace trials of a changed plan")
+    sweep.set_defaults(handler=_sweep)
+
     protocols = subparsers.add_parser("protocols", help="list the built-in study protocols")
     protocols.add_argument("name", nargs="?", help="show this protocol")
     protocols.set_defaults(handler=_protocols)
@@ -152,6 +170,23 @@ def _study(args: argparse.Namespace) -> int:
         f"study in {result.out_dir}: {result.planned} trials planned, {result.skipped} already "
         f"done, {result.ran} run, {len(result.failed)} failed{replaced}, {result.wall_s:.1f} s"
     )
+    return 1 if result.failed else 0
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from analysis.sweep import write_sweep_results
+    from trials.study import StudyInterrupted, run_study
+    from trials.sweep import prepare_sweep
+
+    protocol, points = prepare_sweep(args.file, args.out)
+    print(f"sweep {protocol.name}: {len(points)} scenario variants", file=sys.stderr)
+    try:
+        result = run_study(protocol, args.out, workers=args.workers, force=args.force)
+    except StudyInterrupted as stop:
+        return _stopped(stop, args)
+    table, figure = write_sweep_results(args.out)
+    print(f"sweep in {result.out_dir}: {result.planned} trials planned, {result.skipped} already done, "
+          f"{result.ran} run, {len(result.failed)} failed, {result.wall_s:.1f} s; results {table}, curves {figure}")
     return 1 if result.failed else 0
 
 
