@@ -355,6 +355,8 @@ def run_study(
     force: bool = False,
     chunk_size: int = 1,
     warm_up: Callable[[], None] | None = None,
+    executor: str = "local",
+    scheduler: str | None = None,
 ) -> StudyResult:
     """Run (or resume) every trial of ``protocol`` into ``out_dir``.
 
@@ -372,6 +374,11 @@ def run_study(
         warm_up: run once per worker before its first trial (picklable when
             ``workers > 1``); default with the default ``run_trial``: a tiny trial of the
             first planned scenario (:func:`warm_up_trial`), otherwise none.
+        executor: where the workers are (:data:`EXECUTORS`): ``local`` (a process pool
+            of this machine), ``dask-local`` (a Dask ``LocalCluster`` of ``workers``
+            processes) or ``dask`` (the Dask scheduler at ``scheduler``).
+        scheduler: the Dask scheduler's address with ``executor="dask"``
+            (``tcp://`` on loopback, ``tls://`` anywhere; :func:`check_scheduler`).
 
     Returns:
         Counts of planned, skipped (already complete), run, failed and replaced trials.
@@ -383,6 +390,10 @@ def run_study(
     """
     if workers < 1:
         raise TrialError(f"--workers must be at least 1, got {workers}")
+    if executor not in EXECUTORS:
+        raise TrialError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+    if executor == "dask":
+        check_scheduler(scheduler)
     if chunk_size < 1:
         raise TrialError(f"the chunk size must be at least 1, got {chunk_size}")
     if run_trial is None:
@@ -423,7 +434,10 @@ def run_study(
         reporter.done(spec, summary)
 
     with _stop_on_signals():
-        if workers == 1 or len(todo) <= 1:
+        if executor != "local" and todo:
+            start_up += _run_on_dask(todo, out, run_trial, folder.trial_metadata, workers, finished, chunk_size,
+                                     warm_up, scheduler if executor == "dask" else None)
+        elif workers == 1 or len(todo) <= 1:
             if todo and warm_up is not None:
                 _warm_up_safely(warm_up)
                 start_up.append(time.perf_counter() - started)
@@ -585,6 +599,98 @@ def _run_in_workers(todo: list[TrialSpec], out: Path, run_trial: TrialFunction,
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
+    return list(start_up.values())
+
+
+#: Where a study's workers run.
+EXECUTORS: tuple[str, ...] = ("local", "dask-local", "dask")
+
+
+def check_scheduler(address: str | None) -> str:
+    """A Dask scheduler address the study may use: ``tcp://`` only on loopback (nothing
+    that crosses a network goes unauthenticated), ``tls://`` anywhere (Dask's TLS
+    security from its configuration: ``distributed.comm.tls.*``).
+
+    Raises:
+        TrialError: missing, another scheme, or ``tcp://`` off loopback (one line).
+    """
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    if not address:
+        raise TrialError("--executor dask needs --scheduler ADDRESS (tcp://127.0.0.1:8786, or tls://HOST:PORT)")
+    parts = urlsplit(address)
+    if parts.scheme not in ("tcp", "tls") or not parts.hostname:
+        raise TrialError(f"--scheduler: expected tcp://HOST:PORT or tls://HOST:PORT, got {address!r}")
+    if parts.scheme == "tcp":
+        host = parts.hostname
+        loopback = host == "localhost"
+        try:
+            loopback = loopback or ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            pass
+        if not loopback:
+            raise TrialError(f"--scheduler {address}: off this machine the scheduler must be reached over tls:// "
+                             "(Dask's TLS security: distributed.comm.tls.* in its configuration)")
+    return address
+
+
+def _dask_call(run_trial: TrialFunction, items: list[tuple[TrialSpec, dict[str, Any]]], out: Path,
+               warm_up: Callable[[], None] | None) -> _ChunkDone:
+    """A chunk on a Dask worker: the warm-up once per worker process (its time is the
+    worker's start-up), then the trials as in a local worker."""
+    if not _worker_state.get("warmed"):
+        started = time.perf_counter()
+        if warm_up is not None:
+            _warm_up_safely(warm_up)
+        _worker_state["start_up_s"] = time.perf_counter() - started
+        _worker_state["warmed"] = True
+    return _worker_call(run_trial, items, out)
+
+
+def _run_on_dask(todo: list[TrialSpec], out: Path, run_trial: TrialFunction,
+                 trial_metadata: dict[str, dict[str, Any]], workers: int,
+                 finished: Callable[[TrialSpec, Callable[[], dict[str, Any]]], None], chunk_size: int,
+                 warm_up: Callable[[], None] | None, scheduler: str | None) -> list[float]:
+    """Run ``todo`` on Dask: a ``LocalCluster`` of ``workers`` single-threaded processes,
+    or the scheduler at ``scheduler``; the chunks go through the client's
+    ``concurrent.futures`` executor, so the bookkeeping is the local pool's."""
+    from distributed import Client, LocalCluster
+
+    cluster = None
+    if scheduler is None:
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                               silence_logs=logging.WARNING)
+        client = Client(cluster)
+    else:
+        client = Client(scheduler)
+    pool = client.get_executor(pure=False)
+    chunks = [todo[i:i + chunk_size] for i in range(0, len(todo), chunk_size)]
+    pending: dict[Future[_ChunkDone], list[TrialSpec]] = {}
+    start_up: dict[int, float] = {}
+    try:
+        for chunk in chunks:
+            items = [(spec, trial_metadata[spec.trial_id]) for spec in chunk]
+            pending[pool.submit(_dask_call, run_trial, items, out, warm_up)] = chunk
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                chunk = pending.pop(future)
+                try:
+                    report = future.result()
+                except Exception as lost:  # noqa: BLE001 - the chunk's trials failed as one
+                    for spec in chunk:
+                        finished(spec, functools.partial(_outcome, None, lost))
+                    continue
+                start_up.setdefault(report.pid, report.start_up_s)
+                for spec, (summary, error) in zip(chunk, report.outcomes):
+                    finished(spec, functools.partial(_outcome, summary, error))
+    finally:
+        for future in pending:
+            future.cancel()
+        client.close()
+        if cluster is not None:
+            cluster.close()
     return list(start_up.values())
 
 

@@ -89,8 +89,12 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     sweep.add_argument("--out", type=arguments.output_dir, required=True, help="the sweep folder")
     sweep.add_argument("--workers", type=arguments.workers, default=1,
                        help=f"parallel worker processes, 1 to {arguments.MAX_WORKERS}")
-    sweep.add_argument("--executor", choices=("local",), default="local",
-                       help="where the trials run: a local process pool")
+    sweep.add_argument("--executor", choices=("local", "dask-local", "dask"), default="local",
+                       help="where the trials run: local (a process pool, default), dask-local (a Dask "
+                       "LocalCluster of --workers processes) or dask (the scheduler at --scheduler)")
+    sweep.add_argument("--scheduler", metavar="ADDR",
+                       help="the Dask scheduler with --executor dask: tcp://127.0.0.1:8786 on this machine, "
+                       "tls://HOST:PORT off it (Dask's TLS configuration)")
     sweep.add_argument("--force", action="store_true", help="replace trials of a changed plan")
     sweep.set_defaults(handler=_sweep)
 
@@ -178,10 +182,15 @@ def _sweep(args: argparse.Namespace) -> int:
     from trials.study import StudyInterrupted, run_study
     from trials.sweep import prepare_sweep
 
+    if args.executor == "dask":
+        from trials.study import check_scheduler
+
+        check_scheduler(args.scheduler)  # before anything is written
     protocol, points = prepare_sweep(args.file, args.out)
     print(f"sweep {protocol.name}: {len(points)} scenario variants", file=sys.stderr)
     try:
-        result = run_study(protocol, args.out, workers=args.workers, force=args.force)
+        result = run_study(protocol, args.out, workers=args.workers, force=args.force, executor=args.executor,
+                           scheduler=args.scheduler)
     except StudyInterrupted as stop:
         return _stopped(stop, args)
     table, figure = write_sweep_results(args.out)

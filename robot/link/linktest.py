@@ -94,7 +94,8 @@ def run_link_test(address: str, keys_dir: str | Path | None = None, duration_s: 
         client.close()
     rtt = np.array(run.rtt_ns, dtype=float) / 1e3 if run.rtt_ns else np.full(1, np.nan)
     applied = after["applied"] - before["applied"]
-    lost = max(run.sent - applied, run.sent - len(run.rtt_ns))
+    # a ping whose pong was not awaited because the session halted meanwhile is not a loss
+    lost = max(run.sent - applied, run.sent - len(run.rtt_ns) - run.unawaited)
     return LinkFigures(
         address=endpoint, mode=mode, model=model.name, duration_s=wall, rate_hz=rate_hz, sent=run.sent,
         answered=len(run.rtt_ns), applied=applied, lost=lost, loss_fraction=lost / max(run.sent, 1),
@@ -124,6 +125,7 @@ class _Run:
         self.gaps = 0
         self.realtime = False
         self.halted = ""
+        self.unawaited = 0  # a reply no longer waited for: the session halted meanwhile
 
     def loop(self, mode: str, duration_s: float, period_s: float) -> float:
         """Run the paced ticks; returns the wall time they took [s]."""
@@ -191,4 +193,8 @@ class _Run:
                 self.rtt_ns.append(time.perf_counter_ns() - t0)
                 return
             if msg["type"] == "state":
-                self._on_state(msg)
+                try:
+                    self._on_state(msg)
+                except _Halted:
+                    self.unawaited = 1
+                    raise

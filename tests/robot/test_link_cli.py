@@ -76,11 +76,13 @@ def test_a_link_that_does_not_hold_is_reported_not_hidden(capsys: pytest.Capture
     from robot.link.server import LinkServer
     from robot.models import MODELS
 
-    # a watchdog of one period: the first period without a command halts the arm
+    # a watchdog of one period (1 ms) and commands every 2 ms: the first gap halts the arm
+    # (at 1 kHz a client that happens to stay on time for the whole test would hold)
     with LinkServer(MODELS["planar-3r"], ARM_BACKENDS.get("pybullet"), "tcp://127.0.0.1:*",
                     watchdog_periods=1) as server:
         server.start()
-        code = main(["arm", "link-test", server.endpoint, "--duration", "2", "--mode", "realtime", "--json"])
+        code = main(["arm", "link-test", server.endpoint, "--duration", "2", "--rate", "500", "--mode", "realtime",
+                     "--json"])
     figures = json.loads(capsys.readouterr().out)
     assert code == 1
     assert "watchdog" in figures["halted"] and figures["duration_s"] < 2.0

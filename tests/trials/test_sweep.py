@@ -81,3 +81,41 @@ def test_the_sweep_runs_resumes_and_writes_its_results(tmp_path: Path, capsys) -
     by_scenario = table.groupby("scenario")["sweep:guidance.dg.k_p"].first().to_dict()
     assert by_scenario == {"paper-2019--p000": 5.0, "paper-2019--p001": 9.0}
     assert (out / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_sweep_runs_on_a_two_process_dask_cluster_like_locally(tmp_path: Path) -> None:
+    """Run as a user would (its own process: Dask's nannies need the real standard streams)."""
+    import os
+    import subprocess
+    import sys
+
+    path = _file(tmp_path, '[grid]\n"guidance.dg.k_p" = [5.0, 9.0]\n"capture.time_limit_s" = [1.0]\n')
+    root = str(Path(__file__).resolve().parents[2])
+    for out, options in (("local", []), ("dask", ["--executor", "dask-local", "--workers", "2"])):
+        result = subprocess.run([sys.executable, "-m", "app.cli", "sweep", str(path), "--out", str(tmp_path / out),
+                                 *options], capture_output=True, text=True, timeout=240, cwd=tmp_path,
+                                stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": root}, check=False)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert "4 trials planned, 0 already done, 4 run, 0 failed" in result.stdout
+    local = pd.read_parquet(tmp_path / "local" / "sweep-results.parquet").sort_values("trial_id")
+    on_dask = pd.read_parquet(tmp_path / "dask" / "sweep-results.parquet").sort_values("trial_id")
+    # the same trials, the same numbers: where a trial runs does not change it
+    assert list(local["trial_id"]) == list(on_dask["trial_id"])
+    for column in ("impact_velocity_m_s", "time_to_reach_s", "outcome"):
+        assert local[column].tolist() == on_dask[column].tolist() or (
+            local[column].isna().tolist() == on_dask[column].isna().tolist()), column
+
+
+@pytest.mark.parametrize(("address", "ok"), [
+    ("tcp://127.0.0.1:8786", True), ("tcp://localhost:8786", True), ("tls://10.0.0.5:8786", True),
+    ("tcp://10.0.0.5:8786", False), ("http://127.0.0.1:8786", False), ("", False),
+])
+def test_an_off_host_scheduler_needs_tls(address: str, ok: bool) -> None:
+    from capture_trainer.errors import TrialError
+    from trials.study import check_scheduler
+
+    if ok:
+        assert check_scheduler(address) == address
+    else:
+        with pytest.raises(TrialError):
+            check_scheduler(address)
