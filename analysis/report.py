@@ -388,6 +388,7 @@ def build_report(study: Study, extra_trials: Sequence[str | os.PathLike[str]] = 
             _problem_trials_section(table),
             _tests_section(table),
             _scenarios_section(table),
+            _sweep_section(study, table),
             _figures_section(study),
             "<h2>Example trials</h2><p>Per condition the reached trial with the median impact velocity, "
             "and any trial asked for with --trial.</p>",
@@ -397,6 +398,23 @@ def build_report(study: Study, extra_trials: Sequence[str | os.PathLike[str]] = 
             "</body></html>",
         ]
     )
+
+
+def _sweep_section(study: Study, table: pd.DataFrame) -> str:
+    """A sweep folder's response curves over its swept fields (nothing for a plain study)."""
+    from analysis.sweep import SWEEP_FILE, read_sweep_design, sweep_figure, sweep_table
+
+    if not (Path(study.root) / SWEEP_FILE).is_file():
+        return ""
+    design = read_sweep_design(study.root)
+    swept = sweep_table(study.root, table)
+    if "captured" in swept.columns and "capture_rate" not in swept.columns:
+        swept["capture_rate"] = swept["captured"].astype(float)
+    parameters = [str(p) for p in design["parameters"]]
+    return ("<h2>Sweep</h2>"
+            f"<p>{len(design['points'])} scenario variants over {_e(', '.join(parameters))}: mean per condition "
+            "over each swept field (the other fields averaged over).</p>"
+            + embed_figure(sweep_figure(swept, parameters), "response curves of the sweep"))
 
 
 def _package_versions(study: Study) -> set[str]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from matplotlib.figure import Figure
 
 from analysis.figures import condition_colour, new_figure, png_bytes
 from analysis.study import export_table, load_study
@@ -56,8 +57,8 @@ def sweep_table(root: str | os.PathLike[str], table: pd.DataFrame | None = None)
     return trials.merge(values, on="scenario", how="left")
 
 
-def sweep_figure(table: pd.DataFrame, parameters: list[str]) -> bytes:
-    """Response curves (PNG): one row per swept field, one column per metric."""
+def sweep_figure(table: pd.DataFrame, parameters: list[str]) -> Figure:
+    """Response curves: one row per swept field, one column per metric."""
     rows = max(len(parameters), 1)
     figure = new_figure(10.0, 2.6 * rows)
     for row, parameter in enumerate(parameters):
@@ -75,9 +76,9 @@ def sweep_figure(table: pd.DataFrame, parameters: list[str]) -> bytes:
             axes.set_xlabel(parameter)
             axes.set_ylabel(label)
             axes.grid(True, alpha=0.3)
-            if row == 0 and col == 0:
+            if row == 0 and col == 0 and axes.get_legend_handles_labels()[0]:
                 axes.legend(fontsize=7)
-    return png_bytes(figure)
+    return figure
 
 
 def write_sweep_results(root: str | os.PathLike[str]) -> tuple[Path, Path]:
@@ -89,7 +90,7 @@ def write_sweep_results(root: str | os.PathLike[str]) -> tuple[Path, Path]:
         table["capture_rate"] = table["captured"].astype(float)
     table_path = export_table(table, root / "sweep-results.parquet")  # marked: not read back as a trial
     figure_path = root / "sweep.png"
-    figure_path.write_bytes(sweep_figure(table, [str(p) for p in design["parameters"]]))
+    figure_path.write_bytes(png_bytes(sweep_figure(table, [str(p) for p in design["parameters"]])))
     return table_path, figure_path
 
 

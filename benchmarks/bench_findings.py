@@ -289,7 +289,7 @@ def _cpu_seconds() -> float:
 
 
 def run_findings(design: FindingsDesign, out: str | Path, workers: int = DEFAULT_WORKERS, force: bool = False,
-                 progress: TextIO | None = sys.stderr) -> dict[str, Any]:
+                 progress: TextIO | None | str = "stderr") -> dict[str, Any]:
     """Run (or resume) every study of ``design`` into ``out``, analyse them and report.
 
     Raises:
@@ -302,6 +302,8 @@ def run_findings(design: FindingsDesign, out: str | Path, workers: int = DEFAULT
     began = time.perf_counter()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    if isinstance(progress, str):
+        progress = sys.stderr
     log = progress if progress is not None else io.StringIO()
 
     references = write_family(design, out)

@@ -350,7 +350,7 @@ def run_study(
     protocol: Protocol,
     out_dir: str | os.PathLike[str],
     workers: int = 1,
-    progress: TextIO | None = sys.stderr,
+    progress: TextIO | None | str = "stderr",
     run_trial: TrialFunction | None = None,
     force: bool = False,
     chunk_size: int = 1,
@@ -364,7 +364,8 @@ def run_study(
         protocol: the loaded protocol.
         out_dir: the study directory (created).
         workers: parallel worker processes (1 runs in this process).
-        progress: where one progress line per finished trial goes (None: silent).
+        progress: where one progress line per finished trial goes (None: silent; the
+            default: the standard error stream at the time of the call).
         run_trial: the trial function (default :func:`run_trial_spec`); it must be
             picklable when ``workers > 1`` and record the metadata entries it is given.
         force: replace complete trials of another plan (they are deleted, then run again)
@@ -388,6 +389,8 @@ def run_study(
             a path would leave it.
         StudyInterrupted: SIGINT or SIGTERM; the workers have been stopped.
     """
+    if isinstance(progress, str):
+        progress = sys.stderr
     if workers < 1:
         raise TrialError(f"--workers must be at least 1, got {workers}")
     if executor not in EXECUTORS:

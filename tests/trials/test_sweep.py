@@ -119,3 +119,16 @@ def test_an_off_host_scheduler_needs_tls(address: str, ok: bool) -> None:
     else:
         with pytest.raises(TrialError):
             check_scheduler(address)
+
+
+def test_analyze_draws_the_sweep_in_its_report(tmp_path: Path) -> None:
+    path = _file(tmp_path, '[grid]\n"guidance.dg.k_p" = [5.0, 9.0]\n"capture.time_limit_s" = [1.0]\n')
+    out = tmp_path / "out"
+    assert main(["sweep", str(path), "--out", str(out)]) == 0
+    report = tmp_path / "report.html"
+    assert main(["analyze", str(out), "--report", str(report)]) == 0
+    text = report.read_text(encoding="utf-8")
+    assert "<h2>Sweep</h2>" in text and "2 scenario variants over capture.time_limit_s, guidance.dg.k_p" in text
+    plain = tmp_path / "plain.html"  # a plain study has no sweep section
+    assert main(["analyze", str(out / "trials"), "--report", str(plain)]) == 0
+    assert "<h2>Sweep</h2>" not in plain.read_text(encoding="utf-8")
