@@ -73,6 +73,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         "--force", action="store_true",
         help="replace trials of a different plan in --out (they are deleted and run again)",
     )
+    _executor_options(study)
     _arm_options(study)
     study.set_defaults(handler=_study)
 
@@ -89,12 +90,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     sweep.add_argument("--out", type=arguments.output_dir, required=True, help="the sweep folder")
     sweep.add_argument("--workers", type=arguments.workers, default=1,
                        help=f"parallel worker processes, 1 to {arguments.MAX_WORKERS}")
-    sweep.add_argument("--executor", choices=("local", "dask-local", "dask"), default="local",
-                       help="where the trials run: local (a process pool, default), dask-local (a Dask "
-                       "LocalCluster of --workers processes) or dask (the scheduler at --scheduler)")
-    sweep.add_argument("--scheduler", metavar="ADDR",
-                       help="the Dask scheduler with --executor dask: tcp://127.0.0.1:8786 on this machine, "
-                       "tls://HOST:PORT off it (Dask's TLS configuration)")
+    _executor_options(sweep)
     sweep.add_argument("--force", action="store_true", help="replace trials of a changed plan")
     sweep.set_defaults(handler=_sweep)
 
@@ -147,6 +143,15 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _executor_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--executor", choices=("local", "dask-local", "dask"), default="local",
+                        help="where the trials run: local (a process pool, default), dask-local (a Dask "
+                        "LocalCluster of --workers processes) or dask (the scheduler at --scheduler)")
+    parser.add_argument("--scheduler", metavar="ADDR",
+                        help="the Dask scheduler with --executor dask: tcp://127.0.0.1:8786 on this machine, "
+                        "tls://HOST:PORT off it (Dask's TLS configuration)")
+
+
 def _arm_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--arm", metavar="ADDR",
                         help="drive the arm of an arm server (HOST:PORT of `capture-trainer arm serve` or a real "
@@ -165,8 +170,14 @@ def _study(args: argparse.Namespace) -> int:
             raise TrialError("--arm: an arm server runs one session at a time; use --workers 1")
         trial_function = functools.partial(run_trial_spec, arm=args.arm, arm_keys=args.keys)
     try:
+        if args.arm is not None and args.executor != "local":
+            raise TrialError("--arm: an arm server runs one session at a time; use the local executor")
+        if args.executor == "dask":
+            from trials.study import check_scheduler
+
+            check_scheduler(args.scheduler)
         result = run_study(load_protocol(args.protocol), args.out, workers=args.workers, force=args.force,
-                           run_trial=trial_function)
+                           run_trial=trial_function, executor=args.executor, scheduler=args.scheduler)
     except StudyInterrupted as stop:
         return _stopped(stop, args)
     replaced = f", {result.replaced} replaced" if result.replaced else ""
