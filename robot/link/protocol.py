@@ -172,8 +172,8 @@ _KEYS: dict[str, frozenset[str]] = {kind: frozenset(HEADER) | frozenset(body) fo
 
 
 def _fast_check_source(kind: str, body: dict[str, _Field]) -> str:
-    """Python source of a straight-line validator for one message type (see :func:`_fast_valid`)."""
-    lines = [f"def check(m, n):"]
+    """Python source of a straight-line validator for one message type (see :data:`_FAST_CHECKS`)."""
+    lines = ["def check(m, n):"]
     for name, spec in {**HEADER, **body}.items():
         lines.append(f"    x = m[{name!r}]")
         if isinstance(spec, _U64):
