@@ -56,6 +56,11 @@ def _window_options(parser: argparse.ArgumentParser, device_required: bool = Fal
                         "arm's) over the link, in real time, instead of the in-process plant")
     parser.add_argument("--keys", metavar="DIR", help="the link's CURVE keys (`capture-trainer arm keys DIR`); "
                         "required off loopback")
+    parser.add_argument("--delay-ms", type=arguments.number(0.0, 60_000.0), metavar="MS",
+                        help="one-way delay between the stylus and the arm [ms] (overrides the scenario's [delay])")
+    parser.add_argument("--jitter-ms", type=arguments.number(0.0, 10_000.0), metavar="MS",
+                        help="SD of the extra, half-normal delay per sample [ms]")
+    parser.add_argument("--loss", type=arguments.number(0.0, 0.99), metavar="P", help="probability of a lost sample")
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -136,6 +141,9 @@ def _config(args: argparse.Namespace, **extra: Any) -> WindowConfig:
         screenshot_at_s=args.screenshot_at,
         arm=args.arm,
         arm_keys=args.keys,
+        delay_s=None if args.delay_ms is None else args.delay_ms * 1e-3,
+        jitter_s=None if args.jitter_ms is None else args.jitter_ms * 1e-3,
+        loss=args.loss,
         **extra,
     )
 

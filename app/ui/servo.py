@@ -145,6 +145,9 @@ class AttemptSpec:
     end_on_capture: bool = True
     arm: str | None = None
     arm_keys: str | None = None
+    delay_s: float | None = None
+    jitter_s: float | None = None
+    loss: float | None = None
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,8 @@ class WindowConfig:
         quit_when_done: close the window after the automatic attempts.
         arm, arm_keys: an arm server's address and the link's key folder: the attempts
             drive that arm over the link in real time (``TrialRequest.arm``).
+        delay_s, jitter_s, loss: the delayed link between the stylus and the arm
+            (``TrialRequest``; None: the scenario's ``[delay]``).
     """
 
     device: str = "simulated"
@@ -98,6 +100,9 @@ class WindowConfig:
     quit_when_done: bool = False
     arm: str | None = None
     arm_keys: str | None = None
+    delay_s: float | None = None
+    jitter_s: float | None = None
+    loss: float | None = None
 
     def __post_init__(self) -> None:
         # Anchored once, here: the database stores trial paths, and the history must not
@@ -701,7 +706,8 @@ class TraineeFlow:
             scenario=self.config.scenario, condition=condition, seed=seed,
             out_dir=str(self.config.out_dir / "trials"), device=self.config.device,
             trial_id=trial_id, end_on_capture=self.config.stop_after_s is None,
-            arm=self.config.arm, arm_keys=self.config.arm_keys,
+            arm=self.config.arm, arm_keys=self.config.arm_keys, delay_s=self.config.delay_s,
+            jitter_s=self.config.jitter_s, loss=self.config.loss,
             **participant_fields(self.config.device, self.trainee, self.config.participant_kind),
         )
         label = {"dg": "practise with guidance", "ng": "test without guidance"}.get(condition, condition)
@@ -935,7 +941,8 @@ class SessionFlow:
             scenario=spec.scenario, condition=spec.condition, seed=spec.seed,
             out_dir=str(self.config.out_dir / TRIALS_DIR), device=window.device,
             trial_id=spec.trial_id, repetition=spec.repetition, metadata=metadata,
-            end_on_capture=window.stop_after_s is None, arm=window.arm, arm_keys=window.arm_keys, **fields_,
+            end_on_capture=window.stop_after_s is None, arm=window.arm, arm_keys=window.arm_keys,
+            delay_s=window.delay_s, jitter_s=window.jitter_s, loss=window.loss, **fields_,
         )
         header = f"{self._position(spec)}: {spec.condition.upper()}  ({spec.participant_id})"
         return AttemptScreen(self.app, attempt, header, lambda payload: None,

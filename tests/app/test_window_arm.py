@@ -35,3 +35,13 @@ def test_an_attempt_builds_a_real_time_trial_on_the_served_arm(tmp_path: Path) -
     assert request.paced  # a person watches: the link runs in real time, not lock-step
     # every TrialRequest field an attempt can set is one the runner knows
     assert {f.name for f in fields(AttemptSpec)} - {"out_dir", "metadata"} <= {f.name for f in fields(TrialRequest)}
+
+
+def test_train_takes_the_delayed_link_in_si(tmp_path: Path) -> None:
+    args = build_parser().parse_args(["train", "--delay-ms", "400", "--jitter-ms", "20", "--loss", "0.01"])
+    config = _config(args)
+    assert (config.delay_s, config.jitter_s, config.loss) == (0.4, 0.02, 0.01)
+    spec = AttemptSpec(scenario="paper-2019", condition="dg", participant="ada", seed=3, out_dir=str(tmp_path),
+                       device="mouse", delay_s=config.delay_s, jitter_s=config.jitter_s, loss=config.loss)
+    request = _request(spec, TrialRequest, ServoOptions())
+    assert (request.delay_s, request.jitter_s, request.loss) == (0.4, 0.02, 0.01)
