@@ -408,8 +408,6 @@ def _sweep_section(study: Study, table: pd.DataFrame) -> str:
         return ""
     design = read_sweep_design(study.root)
     swept = sweep_table(study.root, table)
-    if "captured" in swept.columns and "capture_rate" not in swept.columns:
-        swept["capture_rate"] = swept["captured"].astype(float)
     parameters = [str(p) for p in design["parameters"]]
     return ("<h2>Sweep</h2>"
             f"<p>{len(design['points'])} scenario variants over {_e(', '.join(parameters))}: mean per condition "

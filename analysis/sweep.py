@@ -49,12 +49,16 @@ def read_sweep_design(root: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def sweep_table(root: str | os.PathLike[str], table: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The per-trial table of a sweep with one ``sweep:<field>`` column per swept field."""
+    """The per-trial table of a sweep with one ``sweep:<field>`` column per swept field
+    (and ``capture_rate``, 1 or 0 per trial, for the response curves)."""
     design = read_sweep_design(root)
     trials = load_study(root) if table is None else table
     values = pd.DataFrame([{"scenario": p["scenario"], **{f"sweep:{k}": v for k, v in p["values"].items()}}
                            for p in design["points"]])
-    return trials.merge(values, on="scenario", how="left")
+    table = trials.merge(values, on="scenario", how="left")
+    if "captured" in table.columns and "capture_rate" not in table.columns:
+        table["capture_rate"] = table["captured"].astype(float)  # the unit of a mean capture rate
+    return table
 
 
 def sweep_figure(table: pd.DataFrame, parameters: list[str]) -> Figure:
@@ -86,8 +90,6 @@ def write_sweep_results(root: str | os.PathLike[str]) -> tuple[Path, Path]:
     root = Path(root)
     design = read_sweep_design(root)
     table = sweep_table(root)
-    if "captured" in table.columns and "capture_rate" not in table.columns:
-        table["capture_rate"] = table["captured"].astype(float)
     table_path = export_table(table, root / "sweep-results.parquet")  # marked: not read back as a trial
     figure_path = root / "sweep.png"
     figure_path.write_bytes(png_bytes(sweep_figure(table, [str(p) for p in design["parameters"]])))

@@ -60,15 +60,13 @@ class LocalDebrisWorld:
                                             basePosition=[0.0, 0.0, -10.0], physicsClientId=self._client)
             # the probe as the tool "link" -1 of a one-body multibody; its centre of mass is its centre
             self._debris = PyBulletDebris(pb, self._client, self._tool, -1, tip_radius_m, (0.0, 0.0, 0.0), spec,
-                                          prediction, dt_s, tool_mass_kg=tool_mass_kg)
+                                          prediction, tool_mass_kg=tool_mass_kg)
         except Exception:
             pb.disconnect(physicsClientId=self._client)
             raise
         self.reading: DebrisReading = self._debris.reading
         self.contact_radius_m = self._debris.contact_radius_m
         self._offset = np.zeros(3)
-        self._rotation_offset = np.eye(3)
-        self._stepped = False
 
     def read(self, t_s: float, ee_position_m: NDArray[np.float64], ee_velocity_m_s: NDArray[np.float64]) -> None:
         """Step this world (not at ``t = 0``), put the probe on the measured end effector

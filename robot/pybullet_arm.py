@@ -292,8 +292,7 @@ class PyBulletArm:
         the returned scene is read once per tick after :meth:`advance`."""
         self.debris = PyBulletDebris(self._pb, self._client, self._body, self._n - 1,
                                      self.model.capture_tool.tip_radius_m, self.model.links[-1].com_m, spec,
-                                     prediction, self.dt_s,
-                                     tool_mass_kg=tool_effective_mass_kg(self.model, self.state().q_rad))
+                                     prediction, tool_mass_kg=tool_effective_mass_kg(self.model, self.state().q_rad))
         return self.debris
 
     def link_positions_m(self) -> NDArray[np.float64]:

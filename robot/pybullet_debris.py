@@ -138,14 +138,13 @@ class PyBulletDebris:
             spring-damper is set from the reduced mass of debris and tool.
         spec: the debris.
         prediction: its contact-free path (for :meth:`sample`).
-        dt_s: the plant step [s].
     """
 
     physical = True
     contact_model = "physics"
 
     def __init__(self, pb: ModuleType, client: int, arm_body: int, tool_link: int, tool_tip_radius_m: float,
-                 tool_link_com_m: ArrayLike, spec: DebrisSpec, prediction: PathMotion, dt_s: float,
+                 tool_link_com_m: ArrayLike, spec: DebrisSpec, prediction: PathMotion,
                  tool_mass_kg: float = math.inf) -> None:
         if not (spec.mass_kg > 0.0 and math.isfinite(spec.mass_kg)):
             raise PhysicsError(f"debris mass must be a positive number of kg, got {spec.mass_kg}")
@@ -153,7 +152,6 @@ class PyBulletDebris:
         self._tool_com = np.asarray(tool_link_com_m, dtype=float)
         self.spec = spec
         self.prediction = prediction
-        self.dt_s = dt_s
         self.contact_radius_m = spec.fixture_radius_m + tool_tip_radius_m
         self.contact_mass_kg = (spec.mass_kg if math.isinf(tool_mass_kg)
                                 else spec.mass_kg * tool_mass_kg / (spec.mass_kg + tool_mass_kg))

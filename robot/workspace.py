@@ -139,6 +139,16 @@ _N_PT = 5
 
 
 @njit(cache=True, error_model="numpy")
+def _matvec(mat: _F, vec: _F, out: _F) -> None:
+    """``out = mat @ vec`` without an allocation (the base rate from the momentum map)."""
+    for r in range(out.shape[0]):
+        acc = 0.0
+        for j in range(vec.shape[0]):
+            acc += mat[r, j] * vec[j]
+        out[r] = acc
+
+
+@njit(cache=True, error_model="numpy")
 def _quat_step(quat: _F, w_body: _F, dt: float) -> None:
     """quat <- quat ⊗ exp(w_body dt / 2) (body-frame rate, xyzw), renormalised."""
     angle = math.sqrt(w_body[0] ** 2 + w_body[1] ** 2 + w_body[2] ** 2) * dt
@@ -278,11 +288,7 @@ def _run(q: _F, qd: _F, quat: _F, x_com: _F, kind: int, x0: _F, x1: _F, steps: i
                                base_half, c_b, re_b)
     kern.floating_base_maps(q, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia, ee_offset,
                             base_mass, base_inertia, jg, om, re_b)
-    for r in range(3):
-        acc = 0.0
-        for j in range(n):
-            acc += om[r, j] * qd[j]
-        w_body[r] = acc
+    _matvec(om, qd, w_body)
     for step in range(steps):
         for r in range(3):
             pos[r] = x_com[r] - (rot0[r, 0] * c_b[0] + rot0[r, 1] * c_b[1] + rot0[r, 2] * c_b[2])
@@ -318,11 +324,7 @@ def _run(q: _F, qd: _F, quat: _F, x_com: _F, kind: int, x0: _F, x1: _F, steps: i
             return
         kern.floating_base_maps(q, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia, ee_offset,
                                 base_mass, base_inertia, jg, om, re_b)
-        for r in range(3):
-            acc = 0.0
-            for j in range(n):
-                acc += om[r, j] * qd[j]
-            w_body[r] = acc
+        _matvec(om, qd, w_body)
         _quat_step(quat, w_body, dt)
         kern.quat_to_matrix(quat[0], quat[1], quat[2], quat[3], rot0)
         kern.quat_to_rotvec(quat, rv)

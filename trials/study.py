@@ -582,19 +582,7 @@ def _run_in_workers(todo: list[TrialSpec], out: Path, run_trial: TrialFunction,
         for chunk in chunks:
             items = [(spec, trial_metadata[spec.trial_id]) for spec in chunk]
             pending[pool.submit(_worker_call, run_trial, items, out)] = chunk
-        while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                chunk = pending.pop(future)
-                try:
-                    report = future.result()
-                except Exception as lost:  # noqa: BLE001 - the chunk's trials failed as one
-                    for spec in chunk:
-                        finished(spec, functools.partial(_outcome, None, lost))
-                    continue
-                start_up.setdefault(report.pid, report.start_up_s)
-                for spec, (summary, error) in zip(chunk, report.outcomes):
-                    finished(spec, functools.partial(_outcome, summary, error))
+        _collect(pending, finished, start_up)
     except BaseException:
         for future in pending:
             future.cancel()
@@ -675,19 +663,7 @@ def _run_on_dask(todo: list[TrialSpec], out: Path, run_trial: TrialFunction,
         for chunk in chunks:
             items = [(spec, trial_metadata[spec.trial_id]) for spec in chunk]
             pending[pool.submit(_dask_call, run_trial, items, out, warm_up)] = chunk
-        while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                chunk = pending.pop(future)
-                try:
-                    report = future.result()
-                except Exception as lost:  # noqa: BLE001 - the chunk's trials failed as one
-                    for spec in chunk:
-                        finished(spec, functools.partial(_outcome, None, lost))
-                    continue
-                start_up.setdefault(report.pid, report.start_up_s)
-                for spec, (summary, error) in zip(chunk, report.outcomes):
-                    finished(spec, functools.partial(_outcome, summary, error))
+        _collect(pending, finished, start_up)
     finally:
         for future in pending:
             future.cancel()
@@ -695,6 +671,25 @@ def _run_on_dask(todo: list[TrialSpec], out: Path, run_trial: TrialFunction,
         if cluster is not None:
             cluster.close()
     return list(start_up.values())
+
+
+def _collect(pending: dict[Future[_ChunkDone], list[TrialSpec]],
+             finished: Callable[[TrialSpec, Callable[[], dict[str, Any]]], None], start_up: dict[int, float]) -> None:
+    """Report each chunk's trials as its future completes (a lost chunk fails its trials
+    as one), emptying ``pending``; each worker's start-up goes into ``start_up`` by pid."""
+    while pending:
+        done, _ = wait(pending, return_when=FIRST_COMPLETED)
+        for future in done:
+            chunk = pending.pop(future)
+            try:
+                report = future.result()
+            except Exception as lost:  # noqa: BLE001 - the chunk's trials failed as one
+                for spec in chunk:
+                    finished(spec, functools.partial(_outcome, None, lost))
+                continue
+            start_up.setdefault(report.pid, report.start_up_s)
+            for spec, (summary, error) in zip(chunk, report.outcomes):
+                finished(spec, functools.partial(_outcome, summary, error))
 
 
 def _outcome(summary: dict[str, Any] | None, error: BaseException | None) -> dict[str, Any]:

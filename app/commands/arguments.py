@@ -19,6 +19,7 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypedDict
 
 from capture_trainer.trial_log import MAX_TEXT_BYTES
 from scenarios.toml_in import MAX_SEED, describe
@@ -140,3 +141,38 @@ def _check_writable(path: Path, value: str) -> None:
     except OSError as error:
         reason = error.strerror or str(error)
         raise argparse.ArgumentTypeError(f"cannot write to {value!r}: {existing} is not writable ({reason})") from None
+
+
+def arm_options(parser: argparse.ArgumentParser) -> None:
+    """``--arm ADDR`` and ``--keys DIR``: drive an arm server over the link."""
+    parser.add_argument("--arm", metavar="ADDR",
+                        help="drive the arm of an arm server (HOST:PORT of `capture-trainer arm serve` or a real "
+                        "arm's) over the link instead of the in-process plant")
+    parser.add_argument("--keys", metavar="DIR", help="the link's CURVE keys (`capture-trainer arm keys DIR`); "
+                        "required off loopback")
+
+
+def delay_options(parser: argparse.ArgumentParser) -> None:
+    """``--delay-ms``, ``--jitter-ms``, ``--loss``: the delayed link between the
+    operator's side and the arm's side (read back in SI by :func:`delay_request`)."""
+    parser.add_argument("--delay-ms", type=number(0.0, 60_000.0), metavar="MS",
+                        help="one-way delay between the operator's side and the arm's side [ms] (overrides the "
+                        "scenario's [delay])")
+    parser.add_argument("--jitter-ms", type=number(0.0, 10_000.0), metavar="MS",
+                        help="SD of the extra, half-normal delay per sample [ms]")
+    parser.add_argument("--loss", type=number(0.0, 0.99), metavar="P", help="probability of a lost sample")
+
+
+class DelayFields(TypedDict):
+    """The ``TrialRequest`` fields of the delay options."""
+
+    delay_s: float | None
+    jitter_s: float | None
+    loss: float | None
+
+
+def delay_request(args: argparse.Namespace) -> DelayFields:
+    """The delay options as ``TrialRequest`` fields, SI (None: the scenario's)."""
+    return {"delay_s": None if args.delay_ms is None else args.delay_ms * 1e-3,
+            "jitter_s": None if args.jitter_ms is None else args.jitter_ms * 1e-3,
+            "loss": args.loss}

@@ -46,14 +46,9 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--contact", choices=("auto", "physics", "proximity"), default="auto",
                      help="contact physics with the debris as a body (auto: when the arm's world can "
                      "simulate it, i.e. not over --arm) or the paper's proximity test")
-    run.add_argument("--delay-ms", type=arguments.number(0.0, 60_000.0), metavar="MS",
-                     help="one-way delay between the operator's side and the arm's side [ms] (overrides the "
-                     "scenario's [delay])")
-    run.add_argument("--jitter-ms", type=arguments.number(0.0, 10_000.0), metavar="MS",
-                     help="SD of the extra, half-normal delay per sample [ms]")
-    run.add_argument("--loss", type=arguments.number(0.0, 0.99), metavar="P", help="probability of a lost sample")
+    arguments.delay_options(run)
     run.add_argument("--json", action="store_true", help="print the trial summary as JSON")
-    _arm_options(run)
+    arguments.arm_options(run)
     run.set_defaults(handler=_run)
 
     study = subparsers.add_parser(
@@ -74,7 +69,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         help="replace trials of a different plan in --out (they are deleted and run again)",
     )
     _executor_options(study)
-    _arm_options(study)
+    arguments.arm_options(study)
     study.set_defaults(handler=_study)
 
     sweep = subparsers.add_parser(
@@ -127,9 +122,7 @@ def _run(args: argparse.Namespace) -> int:
             arm=args.arm,
             arm_keys=args.keys,
             contact=args.contact,
-            delay_s=None if args.delay_ms is None else args.delay_ms * 1e-3,
-            jitter_s=None if args.jitter_ms is None else args.jitter_ms * 1e-3,
-            loss=args.loss,
+            **arguments.delay_request(args),
         ),
         args.out,
     )
@@ -150,14 +143,6 @@ def _executor_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scheduler", metavar="ADDR",
                         help="the Dask scheduler with --executor dask: tcp://127.0.0.1:8786 on this machine, "
                         "tls://HOST:PORT off it (Dask's TLS configuration)")
-
-
-def _arm_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--arm", metavar="ADDR",
-                        help="drive the arm of an arm server (HOST:PORT of `capture-trainer arm serve` or a real "
-                        "arm's) over the link instead of the in-process plant")
-    parser.add_argument("--keys", metavar="DIR", help="the link's CURVE keys (`capture-trainer arm keys DIR`); "
-                        "required off loopback")
 
 
 def _study(args: argparse.Namespace) -> int:

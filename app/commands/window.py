@@ -51,16 +51,8 @@ def _window_options(parser: argparse.ArgumentParser, device_required: bool = Fal
                         help="save the window once an attempt reaches --screenshot-at")
     parser.add_argument("--screenshot-at", type=arguments.number(0.0, arguments.MAX_DURATION_S), default=1.0,
                         metavar="S")
-    parser.add_argument("--arm", metavar="ADDR",
-                        help="drive the arm of an arm server (HOST:PORT of `capture-trainer arm serve` or a real "
-                        "arm's) over the link, in real time, instead of the in-process plant")
-    parser.add_argument("--keys", metavar="DIR", help="the link's CURVE keys (`capture-trainer arm keys DIR`); "
-                        "required off loopback")
-    parser.add_argument("--delay-ms", type=arguments.number(0.0, 60_000.0), metavar="MS",
-                        help="one-way delay between the stylus and the arm [ms] (overrides the scenario's [delay])")
-    parser.add_argument("--jitter-ms", type=arguments.number(0.0, 10_000.0), metavar="MS",
-                        help="SD of the extra, half-normal delay per sample [ms]")
-    parser.add_argument("--loss", type=arguments.number(0.0, 0.99), metavar="P", help="probability of a lost sample")
+    arguments.arm_options(parser)
+    arguments.delay_options(parser)
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -141,9 +133,7 @@ def _config(args: argparse.Namespace, **extra: Any) -> WindowConfig:
         screenshot_at_s=args.screenshot_at,
         arm=args.arm,
         arm_keys=args.keys,
-        delay_s=None if args.delay_ms is None else args.delay_ms * 1e-3,
-        jitter_s=None if args.jitter_ms is None else args.jitter_ms * 1e-3,
-        loss=args.loss,
+        **arguments.delay_request(args),
         **extra,
     )
 

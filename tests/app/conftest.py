@@ -9,8 +9,11 @@ mode, so those two are loaded from their files and their fixtures re-exported he
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+
+import pytest
 
 TESTS = Path(__file__).resolve().parents[1]
 
@@ -30,3 +33,16 @@ study_dir = _analysis.study_dir
 synth = _analysis.synth
 libhd_double = _haptics.libhd_double
 subprocess_env = _haptics.subprocess_env
+
+
+@pytest.fixture
+def pygame(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
+    """pygame with SDL's dummy video driver, display and fonts initialised (the window's
+    drawing tests)."""
+    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
+    import pygame as pg
+
+    pg.display.init()
+    pg.font.init()
+    yield pg
+    pg.display.quit()

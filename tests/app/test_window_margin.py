@@ -26,17 +26,6 @@ NAN = math.nan
 FILLS = ("good", "warn", "bad")
 
 
-@pytest.fixture
-def pygame(monkeypatch):
-    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
-    import pygame as pg
-
-    pg.display.init()
-    pg.font.init()
-    yield pg
-    pg.display.quit()
-
-
 def _fonts(pg) -> dict:
     return {name: pg.font.SysFont(None, size) for name, size in (("small", 20), ("normal", 26), ("large", 40))}
 

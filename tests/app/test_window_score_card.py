@@ -9,8 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-import pytest
-
 from app.ui.outcomes import OUTCOME_LABELS, attempt_outcome, outcome_label
 from app.ui.scene import COLOURS
 from app.ui.servo import AttemptSpec
@@ -35,17 +33,6 @@ class RecordingFont:
 
     def size(self, text):
         return self.font.size(text)
-
-
-@pytest.fixture
-def pygame(monkeypatch):
-    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
-    import pygame as pg
-
-    pg.display.init()
-    pg.font.init()
-    yield pg
-    pg.display.quit()
 
 
 def _card(pg, tmp_path: Path, summary: dict, metrics: dict, status: str = "finished"):

@@ -15,17 +15,6 @@ from app.ui.servo import ServoMonitor, ServoStats
 SIZE = (1280, 760)
 
 
-@pytest.fixture
-def pygame(monkeypatch):
-    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
-    import pygame as pg
-
-    pg.display.init()
-    pg.font.init()
-    yield pg
-    pg.display.quit()
-
-
 def _frame() -> Frame:
     z = np.zeros(3)
     links = np.array([[0.0, 0.0, 0.0], [0.3, 0.0, 0.0], [0.6, 0.1, 0.0], [0.8, 0.2, 0.0]])

@@ -25,17 +25,6 @@ SIZE = (1280, 760)
 NAN = math.nan
 
 
-@pytest.fixture
-def pygame(monkeypatch):
-    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
-    import pygame as pg
-
-    pg.display.init()
-    pg.font.init()
-    yield pg
-    pg.display.quit()
-
-
 def _fonts(pg) -> dict:
     return {name: pg.font.SysFont(None, size) for name, size in (("small", 20), ("normal", 26), ("large", 40))}
 
