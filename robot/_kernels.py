@@ -63,13 +63,16 @@ _TASK_SCALE_MIN = -math.inf
 
 # Layout of the float parameter vector of controller_step (see robot.slave).
 P_DT, P_KP, P_KD, P_SOLVER, P_SIGMA_THRESHOLD, P_DAMP_MAX, P_J_SIGMA_M, P_J_DAMP_M = range(8)
-P_K_ATT, P_K_RATE, P_K_NULL, P_K_LIMIT, P_FEEDBACK, P_K_SIGMA, P_FEEDBACK_MAX = range(8, 15)
-N_PARAMS = 15
+P_K_ATT, P_K_RATE, P_K_NULL, P_K_LIMIT, P_FEEDBACK, P_K_SIGMA, P_FEEDBACK_MAX, P_MOMENTUM = range(8, 16)
+N_PARAMS = 16
 
 # Layout of the float status vector written by controller_step.
 S_EE, S_EE_V, S_TORQUE = 0, 3, 6
 S_SIGMA_RATIO, S_SINGULAR, S_LIMITED, S_RESIDUAL, S_M_NORM, S_FAULT = 9, 10, 11, 12, 13, 14
 N_STATUS = 15
+
+# params[P_MOMENTUM]: what system angular momentum the dynamics terms assume.
+MOMENTUM_ZERO, MOMENTUM_MEASURED, MOMENTUM_GIVEN = 0.0, 1.0, 2.0
 
 SOLVER_LSE = 0.0  # eq. 6; at a reaction singularity the reaction gives way (task kept)
 SOLVER_PINV = 1.0
@@ -267,13 +270,15 @@ def floating_base_maps(q, joint_xyz, joint_rot, joint_axis, link_mass, link_com,
     """
     arena = np.empty(arena_size(q.shape[0]))
     _floating_base_maps_in(arena, 0, q, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
-                           ee_offset, base_mass, base_inertia, jg, om, re)
+                           ee_offset, base_mass, base_inertia, jg, om, re, np.empty((3, 3)), np.empty(3))
 
 
 @njit(cache=True, error_model="numpy")
 def _floating_base_maps_in(arena, top, q, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
-                           ee_offset, base_mass, base_inertia, jg, om, re):
-    """:func:`floating_base_maps` with its scratch from ``arena[top:]``."""
+                           ee_offset, base_mass, base_inertia, jg, om, re, ainv, cg):
+    """:func:`floating_base_maps` with its scratch from ``arena[top:]``; also ``ainv``
+    (3, 3), the inverse of the locked system's inertia about the system centre of mass,
+    and ``cg`` (3,), that centre of mass relative to the base's, base frame."""
     n = q.shape[0]
     origins, top = _empty(arena, top, (n, 3))
     axes, top = _empty(arena, top, (n, 3))
@@ -325,8 +330,9 @@ def _floating_base_maps_in(arena, top, q, joint_xyz, joint_rot, joint_axis, link
         for c in range(3):
             a[r, c] = base_inertia[r, c] + kbar[r, c] + sbar[r] * sbar[c] / mtot
         a[r, r] -= cc / mtot
-    ainv, top = _empty(arena, top, (3, 3))
     _inverse3(a, ainv)
+    for r in range(3):
+        cg[r] = sbar[r] / mtot
     b, top = _empty(arena, top, (3,))
     col, top = _empty(arena, top, (3,))
     for j in range(n):
@@ -422,13 +428,23 @@ def _sym_eig_extremes(s, k):
 
 @njit(cache=True, error_model="numpy")
 def _maps_times_rates(arena, top, q, qd, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
-                      ee_offset, base_mass, base_inertia, jg, om, re, vee, w):
-    """floating_base_maps at q, plus vee = Jg qd and w = Om qd (base frame); scratch from ``arena[top:]``."""
+                      ee_offset, base_mass, base_inertia, l_b, jg, om, re, vee, w, ainv, rho):
+    """floating_base_maps at q, plus the base rate ``w = Om qd + A⁻¹ L`` and the end
+    effector's velocity ``vee = Jg qd + (A⁻¹ L) x rho`` relative to the system's centre of
+    mass (base frame), for a system angular momentum ``l_b`` about that centre (base
+    frame; zero: the zero-momentum maps). Also ``ainv`` = A⁻¹ (the locked system's
+    inverse inertia) and ``rho``, the end effector relative to the system's centre of
+    mass. Scratch from ``arena[top:]``."""
+    cg, top = _empty(arena, top, (3,))
     _floating_base_maps_in(arena, top, q, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
-                           ee_offset, base_mass, base_inertia, jg, om, re)
+                           ee_offset, base_mass, base_inertia, jg, om, re, ainv, cg)
+    lam, top = _empty(arena, top, (3,))
     for r in range(3):
-        acc_v = 0.0
-        acc_w = 0.0
+        lam[r] = ainv[r, 0] * l_b[0] + ainv[r, 1] * l_b[1] + ainv[r, 2] * l_b[2]
+        rho[r] = re[r] - cg[r]
+    for r in range(3):
+        acc_v = lam[(r + 1) % 3] * rho[(r + 2) % 3] - lam[(r + 2) % 3] * rho[(r + 1) % 3]
+        acc_w = lam[r]
         for j in range(q.shape[0]):
             acc_v += jg[r, j] * qd[j]
             acc_w += om[r, j] * qd[j]
@@ -438,7 +454,7 @@ def _maps_times_rates(arena, top, q, qd, joint_xyz, joint_rot, joint_axis, link_
 
 @njit(cache=True, error_model="numpy")
 def dynamics_terms(q, qd, rot0, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia, ee_offset,
-                   base_mass, base_inertia, jac, jdqd, mmat, nvec, re_b, vee_b):
+                   base_mass, base_inertia, l_b, jac, jdqd, mmat, nvec, re_b, vee_b):
     """J, J̇q̇ (eq. 1) and M, n (eq. 2) in the task frame, all three rows.
 
     Args:
@@ -446,24 +462,44 @@ def dynamics_terms(q, qd, rot0, joint_xyz, joint_rot, joint_axis, link_mass, lin
         rot0: (3, 3) base attitude (task <- base).
         jac: out (3, n) Generalized Jacobian [m/rad]; jdqd: out (3,) bias J̇q̇ [m/s^2].
         mmat: out (3, n) reaction map [N m s^2/rad]; nvec: out (3,) velocity term [N m].
+        l_b: (3,) the system's angular momentum about its centre of mass, base frame
+            [kg m^2/s] (zeros: the zero-momentum model of the paper).
         re_b: out (3,) EE position relative to the base CoM, base frame [m].
-        vee_b: out (3,) EE velocity Jg qd, base-frame components [m/s].
+        vee_b: out (3,) EE velocity relative to the system's centre of mass,
+            ``Jg qd + (A⁻¹ L) x rho``, base-frame components [m/s].
     """
     arena = np.empty(arena_size(q.shape[0]))
+    zero3 = np.zeros(3)
     _dynamics_terms_in(arena, 0, q, qd, rot0, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
-                       ee_offset, base_mass, base_inertia, jac, jdqd, mmat, nvec, re_b, vee_b)
+                       ee_offset, base_mass, base_inertia, l_b, zero3, zero3, jac, jdqd, mmat, nvec, re_b, vee_b)
 
 
 @njit(cache=True, error_model="numpy")
 def _dynamics_terms_in(arena, top, q, qd, rot0, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
-                       ee_offset, base_mass, base_inertia, jac, jdqd, mmat, nvec, re_b, vee_b):
-    """:func:`dynamics_terms` with its scratch from ``arena[top:]``."""
+                       ee_offset, base_mass, base_inertia, l_b, f_b, pf_b, jac, jdqd, mmat, nvec, re_b, vee_b):
+    """:func:`dynamics_terms` with its scratch from ``arena[top:]``.
+
+    With a system angular momentum ``L`` (``l_b`` in the base frame, constant in the task
+    frame, so ``d l_b/dt = −w x l_b``): the base rate is ``w = Om qd + A⁻¹ l_b`` and
+    ``ẇ = Om q̈ + ∂_q(Om qd + A⁻¹ l_b) qd − A⁻¹ (w x l_b)``; the end effector's velocity
+    relative to the system's centre of mass ``Jg qd + (A⁻¹ l_b) x rho`` likewise. The
+    centre of mass moves uniformly (linear momentum is conserved), which adds nothing to
+    the accelerations. The directional derivatives along ``qd`` are central differences
+    at fixed ``l_b``; the ``−A⁻¹ (w x l_b)`` terms are added in closed form.
+
+    An external force ``f_b`` [N] at ``pf_b`` [m] (base frame, the point relative to the
+    base's centre of mass; a contact on the tool) changes the momenta: ``dP/dt = f`` moves
+    the centre of mass (``f/M`` on the end effector) and ``dL/dt = (pf − c) x f`` turns the
+    locked system (``A⁻¹ (pf − c) x f`` on the base rate, and its lever on the end
+    effector): closed-form terms of ``ẇ`` and ``J̇q̇``."""
     n = q.shape[0]
     jg, top = _empty(arena, top, (3, n))
     om, top = _empty(arena, top, (3, n))
     w_b, top = _zeros(arena, top, (3,))
+    ainv, top = _empty(arena, top, (3, 3))
+    rho, top = _empty(arena, top, (3,))
     _maps_times_rates(arena, top, q, qd, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
-                      ee_offset, base_mass, base_inertia, jg, om, re_b, vee_b, w_b)
+                      ee_offset, base_mass, base_inertia, l_b, jg, om, re_b, vee_b, w_b, ainv, rho)
     qnorm = 0.0
     for j in range(n):
         qnorm += qd[j] * qd[j]
@@ -478,14 +514,43 @@ def _dynamics_terms_in(arena, top, q, qd, rot0, joint_xyz, joint_rot, joint_axis
         re2, top_fd = _empty(arena, top_fd, (3,))
         v2, top_fd = _empty(arena, top_fd, (3,))
         w2, top_fd = _empty(arena, top_fd, (3,))
+        ainv2, top_fd = _empty(arena, top_fd, (3, 3))
+        rho2, top_fd = _empty(arena, top_fd, (3,))
         for sign in (1.0, -1.0):
             for j in range(n):
                 qp[j] = q[j] + sign * h * qd[j]
             _maps_times_rates(arena, top_fd, qp, qd, joint_xyz, joint_rot, joint_axis, link_mass, link_com,
-                              link_inertia, ee_offset, base_mass, base_inertia, jg2, om2, re2, v2, w2)
+                              link_inertia, ee_offset, base_mass, base_inertia, l_b, jg2, om2, re2, v2, w2, ainv2,
+                              rho2)
             for r in range(3):
                 dj[r] += sign * v2[r] / (2.0 * h)
                 dw[r] += sign * w2[r] / (2.0 * h)
+    if f_b[0] != 0.0 or f_b[1] != 0.0 or f_b[2] != 0.0:  # an external force changes the momenta
+        mtot = base_mass
+        for j in range(n):
+            mtot += link_mass[j]
+        arm_f, top_f = _empty(arena, top, (3,))
+        for r in range(3):
+            arm_f[r] = pf_b[r] - (re_b[r] - rho[r])  # the point of action from the system's centre of mass
+        tq, top_f = _empty(arena, top_f, (3,))
+        _cross(arm_f, f_b, tq)
+        df, top_f = _empty(arena, top_f, (3,))
+        for r in range(3):
+            df[r] = ainv[r, 0] * tq[0] + ainv[r, 1] * tq[1] + ainv[r, 2] * tq[2]
+            dw[r] += df[r]
+        _cross(df, rho, tq)
+        for r in range(3):
+            dj[r] += tq[r] + f_b[r] / mtot
+    if l_b[0] != 0.0 or l_b[1] != 0.0 or l_b[2] != 0.0:  # the momentum turns with the base
+        wl, top_l = _empty(arena, top, (3,))
+        _cross(w_b, l_b, wl)
+        dl, top_l = _empty(arena, top_l, (3,))
+        for r in range(3):
+            dl[r] = ainv[r, 0] * wl[0] + ainv[r, 1] * wl[1] + ainv[r, 2] * wl[2]
+            dw[r] -= dl[r]
+        _cross(dl, rho, wl)
+        for r in range(3):
+            dj[r] -= wl[r]
     tmp, top = _empty(arena, top, (3,))
     _cross(w_b, vee_b, tmp)
     for r in range(3):
@@ -1032,8 +1097,10 @@ def _sigma_ratio_base(arena, top, q, joint_xyz, joint_rot, joint_axis, link_mass
     jg, top = _empty(arena, top, (3, n))
     om, top = _empty(arena, top, (3, n))
     re, top = _empty(arena, top, (3,))
+    ainv, top = _empty(arena, top, (3, 3))
+    cg, top = _empty(arena, top, (3,))
     _floating_base_maps_in(arena, top, q, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
-                           ee_offset, base_mass, base_inertia, jg, om, re)
+                           ee_offset, base_mass, base_inertia, jg, om, re, ainv, cg)
     mm, top = _empty(arena, top, (3, n))
     for r in range(3):
         for j in range(n):
@@ -1171,11 +1238,24 @@ def quat_to_rotvec(quat, out):
 
 
 @njit(cache=True, error_model="numpy")
-def controller_step(q, qd, base_pos, base_quat, base_w, have_base, x_cmd, v_cmd, a_cmd, joint_xyz, joint_rot,
+def controller_step(q, qd, base_pos, base_quat, base_w, base_v, have_base, momentum_l, ext_force, ext_point, x_cmd,
+                    v_cmd, a_cmd, joint_xyz, joint_rot,
                     joint_axis, link_mass, link_com, link_inertia, ee_offset, base_mass, base_inertia, task_rows,
                     reaction_rows, q_min, q_max, qd_max, qdd_max, params, qdd, q_cmd, qd_cmd, qdd_cmd, status,
                     diag, jac_pinv, arena):
     """One servo tick of the slave controller, all in one compiled call.
+
+    ``params[P_MOMENTUM]`` (with the base state known): ``MOMENTUM_MEASURED``: the dynamics
+    terms are those of a system carrying angular momentum (after a capture the arm holds
+    the debris' momentum): ``L`` about the system's centre of mass is inferred every tick
+    from the measured base rate, ``A (R0ᵀ w − Om qd)``, and the end effector's velocity in
+    eq. 10 is the measured one (base twist plus joint rates), which also carries the
+    centre of mass's drift. ``MOMENTUM_GIVEN``: ``L`` is ``momentum_l`` (the tick the tool
+    closes, when the plant does not carry the debris yet), and the desired base torque
+    gains the term that makes the model's base rate equal the measured one after the
+    step, ``R0 (I0 (R0ᵀ w − w_model)/dt + w_model x I0 w_model)``: the joint rates jump so
+    that the closing leaves the base's rate as it was. ``MOMENTUM_ZERO``: the
+    zero-momentum model of the paper.
 
     Forms x_dd_d with the capture law (eq. 10, e = ee - cmd), the desired base torque from
     base feedback (``-I_w (k_att theta + k_rate w)``, only when the base state is known,
@@ -1184,7 +1264,14 @@ def controller_step(q, qd, base_pos, base_quat, base_w, have_base, x_cmd, v_cmd,
 
     Args:
         q, qd: (n,) measured joint state; base_pos (3,), base_quat (4,) xyzw,
-            base_w (3,) [rad/s]: measured base state (task frame); have_base: 0/1.
+            base_w (3,) [rad/s], base_v (3,) [m/s]: measured base state (task frame);
+            have_base: 0/1.
+        momentum_l: (3,) the system's angular momentum about its centre of mass, task
+            frame [kg m^2/s], used when ``params[P_MOMENTUM] == MOMENTUM_GIVEN``.
+        ext_force, ext_point: (3,) an external force on the arm during the coming step [N]
+            and where it acts [m], task frame (a contact on the tool); zeros: none. Its
+            effect on the momenta enters eq. 1 and eq. 2 (:func:`_dynamics_terms_in`), so
+            the reaction constraint holds while the tool is pushed.
         x_cmd, v_cmd, a_cmd: (3,) commanded EE position, velocity, acceleration, task frame.
         params: (N_PARAMS,) see P_* indices.
         qdd: out (n,) the solution, always written.
@@ -1211,8 +1298,26 @@ def controller_step(q, qd, base_pos, base_quat, base_w, have_base, x_cmd, v_cmd,
     nvec, top = _empty(arena, top, (3,))
     re_b, top = _empty(arena, top, (3,))
     vee_b, top = _empty(arena, top, (3,))
+    l_b, top = _zeros(arena, top, (3,))
+    mode = params[P_MOMENTUM] if have_base > 0 else MOMENTUM_ZERO
+    momentum = mode != MOMENTUM_ZERO
+    if mode == MOMENTUM_MEASURED:
+        _system_momentum(arena, top, q, qd, rot0, base_w, joint_xyz, joint_rot, joint_axis, link_mass, link_com,
+                         link_inertia, ee_offset, base_mass, base_inertia, l_b)
+    elif mode == MOMENTUM_GIVEN:
+        for r in range(3):
+            l_b[r] = rot0[0, r] * momentum_l[0] + rot0[1, r] * momentum_l[1] + rot0[2, r] * momentum_l[2]
+    f_b, top = _empty(arena, top, (3,))
+    pf_b, top = _empty(arena, top, (3,))
+    for r in range(3):
+        f_b[r] = rot0[0, r] * ext_force[0] + rot0[1, r] * ext_force[1] + rot0[2, r] * ext_force[2]
+        pf_b[r] = (rot0[0, r] * (ext_point[0] - base_pos[0]) + rot0[1, r] * (ext_point[1] - base_pos[1])
+                   + rot0[2, r] * (ext_point[2] - base_pos[2]))
     _dynamics_terms_in(arena, top, q, qd, rot0, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
-                       ee_offset, base_mass, base_inertia, jac, jdqd, mmat, nvec, re_b, vee_b)
+                       ee_offset, base_mass, base_inertia, l_b, f_b, pf_b, jac, jdqd, mmat, nvec, re_b, vee_b)
+    if momentum:  # the measured end effector velocity, base frame: R0ᵀ v0 + w x re + Je qd
+        _measured_ee_velocity_b(arena, top, q, qd, rot0, base_w, base_v, joint_xyz, joint_rot, joint_axis,
+                                ee_offset, vee_b)
     m = task_rows.shape[0]
     jf, top = _empty(arena, top, (m, n))
     ones, top = _ones(arena, top, (n,))
@@ -1255,6 +1360,9 @@ def controller_step(q, qd, base_pos, base_quat, base_w, have_base, x_cmd, v_cmd,
         if mag > params[P_FEEDBACK_MAX]:
             for r in range(3):
                 t_des[r] *= params[P_FEEDBACK_MAX] / mag
+    if mode == MOMENTUM_GIVEN:
+        _closing_torque(arena, top, q, qd, rot0, base_w, l_b, joint_xyz, joint_rot, joint_axis, link_mass, link_com,
+                        link_inertia, ee_offset, base_mass, base_inertia, dt, t_des)
     z_extra, top = _zeros(arena, top, (n,))
     if params[P_SOLVER] != SOLVER_PINV:
         _sigma_ascent_in(arena, top, q, jac, mmat, joint_xyz, joint_rot, joint_axis, link_mass, link_com,
@@ -1286,6 +1394,88 @@ def controller_step(q, qd, base_pos, base_quat, base_w, have_base, x_cmd, v_cmd,
     status[S_RESIDUAL] = diag[5]
     status[S_M_NORM] = diag[1]
     status[S_FAULT] = fault
+
+
+@njit(cache=True, error_model="numpy")
+def _system_momentum(arena, top, q, qd, rot0, base_w, joint_xyz, joint_rot, joint_axis, link_mass, link_com,
+                     link_inertia, ee_offset, base_mass, base_inertia, l_b):
+    """The system's angular momentum about its centre of mass, base frame [kg m^2/s],
+    from the measured base rate ``base_w`` (task frame): ``A (R0ᵀ w − Om qd)``."""
+    n = q.shape[0]
+    jg, top = _empty(arena, top, (3, n))
+    om, top = _empty(arena, top, (3, n))
+    re, top = _empty(arena, top, (3,))
+    v0, top = _empty(arena, top, (3,))
+    w0, top = _empty(arena, top, (3,))
+    ainv, top = _empty(arena, top, (3, 3))
+    rho, top = _empty(arena, top, (3,))
+    zero3, top = _zeros(arena, top, (3,))
+    _maps_times_rates(arena, top, q, qd, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
+                      ee_offset, base_mass, base_inertia, zero3, jg, om, re, v0, w0, ainv, rho)
+    lam, top = _empty(arena, top, (3,))
+    for r in range(3):
+        lam[r] = rot0[0, r] * base_w[0] + rot0[1, r] * base_w[1] + rot0[2, r] * base_w[2] - w0[r]
+    a, top = _empty(arena, top, (3, 3))
+    _inverse3(ainv, a)
+    for r in range(3):
+        l_b[r] = a[r, 0] * lam[0] + a[r, 1] * lam[1] + a[r, 2] * lam[2]
+
+
+@njit(cache=True, error_model="numpy")
+def _closing_torque(arena, top, q, qd, rot0, base_w, l_b, joint_xyz, joint_rot, joint_axis, link_mass, link_com,
+                    link_inertia, ee_offset, base_mass, base_inertia, dt, t_des):
+    """Add to ``t_des`` the base torque (task frame) that, in the model with momentum
+    ``l_b``, brings the base rate to the measured ``base_w`` within one step ``dt``:
+    ``R0 (I0 (R0ᵀ w − w_model)/dt + w_model x I0 w_model)``, ``w_model = Om qd + A⁻¹ l_b``."""
+    n = q.shape[0]
+    jg, top = _empty(arena, top, (3, n))
+    om, top = _empty(arena, top, (3, n))
+    re, top = _empty(arena, top, (3,))
+    v0, top = _empty(arena, top, (3,))
+    w0, top = _empty(arena, top, (3,))
+    ainv, top = _empty(arena, top, (3, 3))
+    rho, top = _empty(arena, top, (3,))
+    _maps_times_rates(arena, top, q, qd, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
+                      ee_offset, base_mass, base_inertia, l_b, jg, om, re, v0, w0, ainv, rho)
+    d, top = _empty(arena, top, (3,))
+    iw, top = _empty(arena, top, (3,))
+    for r in range(3):
+        d[r] = (rot0[0, r] * base_w[0] + rot0[1, r] * base_w[1] + rot0[2, r] * base_w[2] - w0[r]) / dt
+        iw[r] = base_inertia[r, 0] * w0[0] + base_inertia[r, 1] * w0[1] + base_inertia[r, 2] * w0[2]
+    g, top = _empty(arena, top, (3,))
+    _cross(w0, iw, g)
+    for r in range(3):
+        g[r] += base_inertia[r, 0] * d[0] + base_inertia[r, 1] * d[1] + base_inertia[r, 2] * d[2]
+    for r in range(3):
+        t_des[r] += rot0[r, 0] * g[0] + rot0[r, 1] * g[1] + rot0[r, 2] * g[2]
+
+
+@njit(cache=True, error_model="numpy")
+def _measured_ee_velocity_b(arena, top, q, qd, rot0, base_w, base_v, joint_xyz, joint_rot, joint_axis, ee_offset,
+                            out):
+    """The end effector's velocity from the measured state, base frame [m/s]:
+    ``R0ᵀ v0 + (R0ᵀ w) x re + Σ k_j x (re − o_j) qd_j`` (no momentum assumption)."""
+    n = q.shape[0]
+    origins, top = _empty(arena, top, (n, 3))
+    axes, top = _empty(arena, top, (n, 3))
+    rots, top = _empty(arena, top, (n, 3, 3))
+    re, top = _empty(arena, top, (3,))
+    _forward_kinematics_in(arena, top, q, joint_xyz, joint_rot, joint_axis, ee_offset, origins, axes, rots, re)
+    wb, top = _empty(arena, top, (3,))
+    tmp, top = _empty(arena, top, (3,))
+    cr, top = _empty(arena, top, (3,))
+    for r in range(3):
+        wb[r] = rot0[0, r] * base_w[0] + rot0[1, r] * base_w[1] + rot0[2, r] * base_w[2]
+        out[r] = rot0[0, r] * base_v[0] + rot0[1, r] * base_v[1] + rot0[2, r] * base_v[2]
+    _cross(wb, re, cr)
+    for r in range(3):
+        out[r] += cr[r]
+    for j in range(n):
+        for r in range(3):
+            tmp[r] = re[r] - origins[j, r]
+        _cross(axes[j], tmp, cr)
+        for r in range(3):
+            out[r] += cr[r] * qd[j]
 
 
 @njit(cache=True, error_model="numpy")

@@ -142,12 +142,18 @@ class Payload:
         frame: ``tool_link`` (the model's last link frame, origin on the joint axis) or
             ``end_effector_task_axes`` (origin at the end-effector point, task axes, at the
             moment of the capture).
+        velocity_m_s, angular_velocity_rad_s: (3,) the debris' centre-of-mass velocity
+            [m/s] and angular velocity [rad/s], task frame, as the tool closed; None when
+            the scene does not know them. With them the slave closes reactionlessly (the
+            joint rates jump so that the base keeps its rate: ``robot.slave``).
     """
 
     mass_kg: float
     com_m: NDArray[np.float64]
     inertia_kg_m2: NDArray[np.float64]
     frame: str = "tool_link"
+    velocity_m_s: NDArray[np.float64] | None = None
+    angular_velocity_rad_s: NDArray[np.float64] | None = None
 
 
 class DebrisReading:

@@ -90,7 +90,8 @@ def dynamics_terms(model: ManipulatorModel, q_rad: NDArray[np.float64], qd_rad_s
     re_b = np.empty(3)
     vee_b = np.empty(3)
     kern.dynamics_terms(q, qd, rot0, a.joint_xyz, a.joint_rot, a.joint_axis, a.link_mass, a.link_com,
-                        a.link_inertia, a.ee_offset, a.base_mass, a.base_inertia, jac, jdqd, mmat, nvec, re_b, vee_b)
+                        a.link_inertia, a.ee_offset, a.base_mass, a.base_inertia, np.zeros(3), jac, jdqd, mmat, nvec,
+                        re_b, vee_b)
     jg = np.empty((3, n))
     om = np.empty((3, n))
     kern.floating_base_maps(q, a.joint_xyz, a.joint_rot, a.joint_axis, a.link_mass, a.link_com, a.link_inertia,
@@ -130,3 +131,60 @@ def base_twist(model: ManipulatorModel, q_rad: NDArray[np.float64],
     kern.forward_kinematics(q, a.joint_xyz, a.joint_rot, a.joint_axis, a.ee_offset, origins, axes, rots, re)
     joint_part = sum(np.cross(axes[j], re - origins[j]) * qd[j] for j in range(n))
     return je_qd - joint_part, w
+
+
+@dataclass(frozen=True)
+class SystemMomentum:
+    """Mass, centre of mass [m], linear momentum [kg m/s] and angular momentum about the
+    centre of mass [kg m^2/s] of a free-floating system, task frame."""
+
+    mass_kg: float
+    centre_m: NDArray[np.float64]
+    linear_kg_m_s: NDArray[np.float64]
+    angular_kg_m2_s: NDArray[np.float64]
+
+
+def system_momentum(model: ManipulatorModel, q_rad: NDArray[np.float64], qd_rad_s: NDArray[np.float64],
+                    base_position_m: NDArray[np.float64], base_orientation_xyzw: NDArray[np.float64],
+                    base_velocity_m_s: NDArray[np.float64], base_angular_velocity_rad_s: NDArray[np.float64],
+                    bodies: tuple[tuple[float, NDArray[np.float64], NDArray[np.float64], NDArray[np.float64],
+                                        NDArray[np.float64]], ...] = ()) -> SystemMomentum:
+    """The momentum of base, links and further free bodies from a measured state, summed
+    body by body (no momentum assumption; forward kinematics of the model).
+
+    Args:
+        model: the manipulator (its mass properties, as the slave sees them).
+        q_rad, qd_rad_s: (n,) joint angles [rad] and rates [rad/s].
+        base_position_m, base_orientation_xyzw, base_velocity_m_s,
+        base_angular_velocity_rad_s: the measured base state, task frame.
+        bodies: further rigid bodies, each ``(mass [kg], centre [m], velocity [m/s],
+            inertia about the centre [kg m^2], angular velocity [rad/s])``, task frame
+            (a debris the tool is closing on).
+
+    Not for the servo tick (allocates): once per capture.
+    """
+    a = model.arrays
+    n = model.n_joints
+    q = np.ascontiguousarray(q_rad, dtype=float)
+    qd = np.asarray(qd_rad_s, dtype=float)
+    rot0 = quaternion_matrix(np.asarray(base_orientation_xyzw, dtype=float))
+    r0 = np.asarray(base_position_m, dtype=float)
+    v0 = np.asarray(base_velocity_m_s, dtype=float)
+    w0 = np.asarray(base_angular_velocity_rad_s, dtype=float)
+    origins, axes, rots, ee = np.zeros((n, 3)), np.zeros((n, 3)), np.zeros((n, 3, 3)), np.zeros(3)
+    kern.forward_kinematics(q, a.joint_xyz, a.joint_rot, a.joint_axis, a.ee_offset, origins, axes, rots, ee)
+    parts = [(float(a.base_mass), r0, v0, rot0 @ a.base_inertia @ rot0.T, w0)]
+    for i in range(n):
+        centre_b = origins[i] + rots[i] @ a.link_com[i]
+        v_b = sum((np.cross(axes[j], centre_b - origins[j]) * qd[j] for j in range(i + 1)), np.zeros(3))
+        w_b = sum((axes[j] * qd[j] for j in range(i + 1)), np.zeros(3))
+        rot = rot0 @ rots[i]
+        parts.append((float(a.link_mass[i]), r0 + rot0 @ centre_b, v0 + np.cross(w0, rot0 @ centre_b) + rot0 @ v_b,
+                      rot @ a.link_inertia[i] @ rot.T, w0 + rot0 @ w_b))
+    parts.extend((float(m), np.asarray(c, float), np.asarray(v, float), np.asarray(i_, float), np.asarray(w, float))
+                 for m, c, v, i_, w in bodies)
+    mass = sum(p[0] for p in parts)
+    centre = sum((p[0] * p[1] for p in parts), np.zeros(3)) / mass
+    linear = sum((p[0] * p[2] for p in parts), np.zeros(3))
+    angular = sum((p[0] * np.cross(p[1] - centre, p[2]) + p[3] @ p[4] for p in parts), np.zeros(3))
+    return SystemMomentum(mass, centre, linear, angular)

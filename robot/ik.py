@@ -52,6 +52,7 @@ from robot.models import ManipulatorModel
 
 SOLVER_NAMES: tuple[str, ...] = ("lse", "pinv")
 SINGULARITY_PRIORITIES: tuple[str, ...] = ("reaction", "task")
+SYSTEM_MOMENTA: tuple[str, ...] = ("zero", "measured")
 _SOLVER_CODES = {"lse": kern.SOLVER_LSE, "pinv": kern.SOLVER_PINV}
 
 REASON_OK = "ok"
@@ -97,6 +98,15 @@ class IKSettings:
             ``task``, below 3e-3 N m with ``reaction``; the spatial automatic capture
             from +y, which meets a singularity before the reach, captures with ``task``
             (2.2 N m RMS) and misses with ``reaction`` (1.5e-4 N m RMS).
+        system_momentum: the momentum the dynamics terms assume (LSE and pinv alike):
+            ``zero`` (the paper's free-floating model: the arm starts at rest and nothing
+            acts from outside) or ``measured`` (the system's angular momentum about its
+            centre of mass inferred every tick from the measured base rate, and the
+            measured end-effector velocity in eq. 10; needs the base state). The slave
+            switches to ``measured`` when it closes on a debris: the arm then carries the
+            debris' momentum, and with ``zero`` the model's base rate and end-effector
+            velocity are wrong by it (measured on the planar arm with a payload ten times
+            its mass: docs/capture.md).
     """
 
     sigma_threshold: float = 0.01
@@ -111,8 +121,12 @@ class IKSettings:
     feedback_torque_max_n_m: float = 1.0
     sigma_gain: float = 50.0
     singularity_priority: str = "reaction"
+    system_momentum: str = "zero"
 
     def __post_init__(self) -> None:
+        if self.system_momentum not in SYSTEM_MOMENTA:
+            raise ValueError(f"system_momentum must be one of {', '.join(SYSTEM_MOMENTA)}, "
+                             f"got {self.system_momentum!r}")
         if self.singularity_priority not in SINGULARITY_PRIORITIES:
             raise ValueError(f"singularity_priority must be one of {', '.join(SINGULARITY_PRIORITIES)}, "
                              f"got {self.singularity_priority!r}")
@@ -171,6 +185,7 @@ def settings_vector(settings: IKSettings, solver: str, dt_s: float, k_p: float, 
     params[kern.P_FEEDBACK] = 1.0 if settings.base_feedback else 0.0
     params[kern.P_K_SIGMA] = settings.sigma_gain
     params[kern.P_FEEDBACK_MAX] = settings.feedback_torque_max_n_m
+    params[kern.P_MOMENTUM] = kern.MOMENTUM_MEASURED if settings.system_momentum == "measured" else kern.MOMENTUM_ZERO
     return params
 
 

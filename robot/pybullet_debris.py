@@ -19,6 +19,7 @@ point, so momentum and angular momentum are conserved by construction.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from types import ModuleType
 
 import numpy as np
@@ -138,6 +139,16 @@ class PyBulletDebris:
             spring-damper is set from the reduced mass of debris and tool.
         spec: the debris.
         prediction: its contact-free path (for :meth:`sample`).
+        carrier: makes a payload part of the arm's multibody and returns the arm's new
+            body id (``PyBulletArm.carry``); None: the closed tool stays a fixed constraint.
+
+    Closing the tool (:meth:`attach`) takes two steps with a carrier: the fixed
+    constraint closes the relative velocity in the step after the capture (the closing
+    impulse, shared by arm and debris through the constraint), and at the next
+    :meth:`read` the carrier merges the debris into the arm's last link; from then on the
+    debris body is a proxy put every tick where the tool holds it (for drawing and for
+    contact queries), its mass carried by the arm, and forces on the payload go to the
+    tool link (:meth:`apply_payload_force`).
     """
 
     physical = True
@@ -145,7 +156,7 @@ class PyBulletDebris:
 
     def __init__(self, pb: ModuleType, client: int, arm_body: int, tool_link: int, tool_tip_radius_m: float,
                  tool_link_com_m: ArrayLike, spec: DebrisSpec, prediction: PathMotion,
-                 tool_mass_kg: float = math.inf) -> None:
+                 tool_mass_kg: float = math.inf, carrier: Callable[[Payload, int], int] | None = None) -> None:
         if not (spec.mass_kg > 0.0 and math.isfinite(spec.mass_kg)):
             raise PhysicsError(f"debris mass must be a positive number of kg, got {spec.mass_kg}")
         self._pb, self._client, self._arm, self._tool_link = pb, client, arm_body, tool_link
@@ -165,6 +176,10 @@ class PyBulletDebris:
         self._thrust_acc = np.zeros(3)
         self._scratch = (np.zeros(3), np.zeros(3))
         self._constraint = -1
+        self._carrier = carrier
+        self._to_carry: Payload | None = None  # closed, to be merged at the next read
+        self.carried = False
+        self._in_tool: tuple[tuple[float, ...], tuple[float, ...]] = ((0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0))
         # centre [m], velocity [m/s], angular velocity [rad/s] of the body, refilled at once
         self._state = np.zeros(9)
         self._centre, self._velocity = self._state[0:3], self._state[3:6]
@@ -224,7 +239,9 @@ class PyBulletDebris:
         thrust of the next step."""
         r = self.reading
         self._t_s = t_s
-        position = self._read_body()
+        if self._to_carry is not None:
+            self._merge(self._to_carry)
+        position = self._follow_tool() if self.carried else self._read_body()
         px, py, pz = self._point_list
         ex, ey, ez = ee_position_m.tolist()
         dx, dy, dz = px - ex, py - ey, pz - ez
@@ -241,6 +258,53 @@ class PyBulletDebris:
             r.force_on_debris_n[:] = 0.0
         if self._thrust is not None:
             self._push(position)
+
+    def _merge(self, payload: Payload) -> None:
+        """Hand the payload to the carrier (the arm rebuilds itself with it); the
+        constraint goes with the old arm body, and the debris body becomes a proxy that
+        collides with nothing of the arm's."""
+        pb, client = self._pb, self._client
+        self._to_carry = None
+        if self._constraint >= 0:
+            pb.removeConstraint(self._constraint, physicsClientId=client)
+            self._constraint = -1
+        assert self._carrier is not None
+        self._arm = self._carrier(payload, self._body)
+        for link in range(-1, self._tool_link + 1):
+            pb.setCollisionFilterPair(self._body, self._arm, -1, link, 0, physicsClientId=client)
+        self.carried = True
+        self._coasting = False
+
+    def _follow_tool(self) -> tuple[float, ...]:
+        """The debris' pose and velocities from the tool link that carries it (rigidly, at
+        the pose it had when the tool closed); the proxy body is put there. Returns the
+        centre of mass."""
+        pb, client = self._pb, self._client
+        link = pb.getLinkState(self._arm, self._tool_link, computeLinkVelocity=1, computeForwardKinematics=1,
+                               physicsClientId=client)
+        position, orientation = pb.multiplyTransforms(link[4], link[5], *self._in_tool)
+        angular = link[7]
+        com = link[0]
+        arm = (position[0] - com[0], position[1] - com[1], position[2] - com[2])
+        wx, wy, wz = angular
+        velocity = (link[6][0] + wy * arm[2] - wz * arm[1], link[6][1] + wz * arm[0] - wx * arm[2],
+                    link[6][2] + wx * arm[1] - wy * arm[0])
+        pb.resetBasePositionAndOrientation(self._body, position, orientation, physicsClientId=client)
+        pb.resetBaseVelocity(self._body, velocity, angular, physicsClientId=client)
+        return self._read_body()
+
+    def apply_payload_force(self, force_n: ArrayLike, point_m: ArrayLike) -> None:
+        """A force [N] on the debris at ``point_m`` [m] (task frame) for the next step:
+        on the debris body, or on the tool link once the arm carries it."""
+        force = [float(v) for v in np.asarray(force_n, dtype=float)]
+        point = [float(v) for v in np.asarray(point_m, dtype=float)]
+        if self.carried:
+            self._pb.getLinkState(self._arm, self._tool_link, computeForwardKinematics=1, physicsClientId=self._client)
+            self._pb.applyExternalForce(self._arm, self._tool_link, force, point, self._pb.WORLD_FRAME,
+                                        physicsClientId=self._client)
+        else:
+            self._pb.applyExternalForce(self._body, -1, force, point, self._pb.WORLD_FRAME,
+                                        physicsClientId=self._client)
 
     def _read_body(self) -> tuple[float, ...]:
         """The fixture centre's state from the body's; returns the centre of mass."""
@@ -324,8 +388,8 @@ class PyBulletDebris:
                                                [0.0, 0.0, 0.0], relative_position, [0.0, 0.0, 0.0],
                                                relative_orientation, [0.0, 0.0, 0.0, 1.0], physicsClientId=client)
         pb.changeConstraint(self._constraint, maxForce=TOOL_CONSTRAINT_FORCE_N, physicsClientId=client)
-
-
+        frame = pb.getLinkState(self._arm, self._tool_link, physicsClientId=client)
+        self._in_tool = pb.multiplyTransforms(*pb.invertTransform(frame[4], frame[5]), position, orientation)
         self._thrust = None
         self._coasting = False
         self._penalty.release()
@@ -334,15 +398,24 @@ class PyBulletDebris:
         self.reading.force_on_debris_n[:] = 0.0
         rotation = quaternion_matrix(relative_orientation)
         inertia = rotation @ np.asarray(self.spec.inertia_kg_m2, dtype=float) @ rotation.T
-        return Payload(self.spec.mass_kg, np.asarray(relative_position, dtype=float) + self._tool_com, inertia)
+        velocity, angular = pb.getBaseVelocity(self._body, physicsClientId=client)
+        payload = Payload(self.spec.mass_kg, np.asarray(relative_position, dtype=float) + self._tool_com, inertia,
+                          velocity_m_s=np.array(velocity, dtype=float),
+                          angular_velocity_rad_s=np.array(angular, dtype=float))
+        if self._carrier is not None:
+            self._to_carry = payload
+        return payload
 
     def close(self) -> None:
         """Nothing of its own: the debris goes with the arm's world."""
 
     def momentum(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """Linear momentum [kg m/s] and angular momentum about the task origin [kg m²/s]
-        of the debris (tests: conservation checks)."""
+        of the debris (tests: conservation checks); zero once the arm carries it (its
+        momentum is then the tool link's)."""
         pb, client, spec = self._pb, self._client, self.spec
+        if self.carried:
+            return np.zeros(3), np.zeros(3)
         position, orientation = pb.getBasePositionAndOrientation(self._body, physicsClientId=client)
         velocity, angular = pb.getBaseVelocity(self._body, physicsClientId=client)
         rotation = quaternion_matrix(orientation)

@@ -29,6 +29,7 @@ from numpy.typing import NDArray
 from robot import _kernels as kern
 from robot.arm import ArmBackend, JointCommand
 from robot.debris import Payload, combined_link_mass, quaternion_matrix
+from robot.dynamics import system_momentum
 from robot.ik import IKSettings, settings_vector, solver_code
 from robot.models import ManipulatorModel
 
@@ -87,6 +88,11 @@ class SlaveStatus:
 
 
 _IDENTITY_QUAT = np.array([0.0, 0.0, 0.0, 1.0])
+#: On the tick the tool closes the joint rates jump (an impact, taken up by the joints
+#: rather than the base); the acceleration limits are widened by this factor for that one
+#: tick (the rate and position limits still hold). Measured: the spatial arm closing on
+#: 10x its mass needs up to ~50 rad/s^2 for one tick against limits of 8-15.
+CLOSING_ACCELERATION_FACTOR = 100.0
 
 
 class SlaveController:
@@ -127,6 +133,14 @@ class SlaveController:
         self._arena = np.empty(kern.arena_size(n))  # the compiled tick's scratch space
         self.fault_count = 0
         self.payload: Payload | None = None
+        self._momentum_l = np.zeros(3)  # the system's angular momentum for the closing tick
+        self._closing = False
+        self._closing_qdd_max = model.arrays.qdd_max
+        #: (3,) an external force on the tool during the coming step [N] and where it acts
+        #: [m], task frame: the owner fills these from its contact physics (zeros: none),
+        #: so that the reaction constraint holds under the push.
+        self.external_force_n = np.zeros(3)
+        self.external_point_m = np.zeros(3)
 
     def attach_payload(self, payload: Payload) -> None:
         """A captured payload is now rigidly part of the last link: the momentum maps
@@ -136,13 +150,44 @@ class SlaveController:
         a = self._a
         if payload.frame != "tool_link":
             payload = self._in_tool_link(payload)
+        closing = self._closing_momentum(payload)
+        self.external_force_n[:] = 0.0  # the tool's contact is now internal to the system
         mass, com, inertia = combined_link_mass(float(a.link_mass[-1]), a.link_com[-1], a.link_inertia[-1], payload)
         link_mass, link_com, link_inertia = a.link_mass.copy(), a.link_com.copy(), a.link_inertia.copy()
         link_mass[-1], link_com[-1], link_inertia[-1] = mass, com, inertia
         self._a = replace(a, link_mass=link_mass, link_com=link_com, link_inertia=link_inertia)
         self.payload = payload
-        self.settings = replace(self.settings, singularity_priority="reaction")
+        self.settings = replace(self.settings, singularity_priority="reaction", system_momentum="measured")
         self._params = settings_vector(self.settings, *self._tuning)
+        if closing is not None:
+            self._closing_qdd_max = self._a.qdd_max * CLOSING_ACCELERATION_FACTOR
+            self._momentum_l[:] = closing
+            self._params[kern.P_MOMENTUM] = kern.MOMENTUM_GIVEN
+            self._closing = True
+
+    def _closing_momentum(self, payload: Payload) -> NDArray[np.float64] | None:
+        """The angular momentum of arm plus debris about their common centre of mass
+        [kg m^2/s], task frame, as the tool closes (None when the debris' velocities or
+        the base state are unknown). The next :meth:`step` solves with it, so that the
+        joint rates take up the debris' momentum and the base keeps its rate: the closing
+        is reactionless like the approach (a free-floating arm can absorb an impact
+        without turning its base when its joint rates may jump; Nenchev & Yoshida 1999)."""
+        state = self.arm.state()
+        base = state.base
+        if payload.velocity_m_s is None or payload.angular_velocity_rad_s is None or base is None:
+            return None
+        a, n = self._a, self.model.n_joints
+        origins, axes, rots, ee = np.zeros((n, 3)), np.zeros((n, 3)), np.zeros((n, 3, 3)), np.zeros(3)
+        kern.forward_kinematics(np.ascontiguousarray(state.q_rad, dtype=float), a.joint_xyz, a.joint_rot,
+                                a.joint_axis, a.ee_offset, origins, axes, rots, ee)
+        rot0 = quaternion_matrix(base.orientation_xyzw)
+        link_rotation = rot0 @ rots[-1]
+        centre = base.position_m + rot0 @ (origins[-1] + rots[-1] @ payload.com_m)
+        inertia = link_rotation @ payload.inertia_kg_m2 @ link_rotation.T
+        debris = (payload.mass_kg, centre, payload.velocity_m_s, inertia, payload.angular_velocity_rad_s)
+        momentum = system_momentum(self.model, state.q_rad, state.qd_rad_s, base.position_m, base.orientation_xyzw,
+                                   base.velocity_m_s, base.angular_velocity_rad_s, (debris,))
+        return momentum.angular_kg_m2_s
 
     def _in_tool_link(self, payload: Payload) -> Payload:
         """A payload given at the end-effector point with task axes, in the last link's
@@ -157,7 +202,8 @@ class SlaveController:
         centre_in_base = ee + base_rotation.T @ payload.com_m  # base frame, from the end effector
         com = rots[-1].T @ (centre_in_base - origins[-1])
         inertia = link_rotation.T @ payload.inertia_kg_m2 @ link_rotation
-        return Payload(payload.mass_kg, com, inertia)
+        return Payload(payload.mass_kg, com, inertia, velocity_m_s=payload.velocity_m_s,
+                       angular_velocity_rad_s=payload.angular_velocity_rad_s)
 
     @property
     def status(self) -> SlaveStatus:
@@ -188,16 +234,22 @@ class SlaveController:
         base = state.base
         a = self._a
         if base is None:
-            pos, quat, w, have = self._zero3, _IDENTITY_QUAT, self._zero3, 0.0
+            pos, quat, w, v, have = self._zero3, _IDENTITY_QUAT, self._zero3, self._zero3, 0.0
         else:
-            pos, quat, w, have = base.position_m, base.orientation_xyzw, base.angular_velocity_rad_s, 1.0
+            pos, quat, w, v, have = (base.position_m, base.orientation_xyzw, base.angular_velocity_rad_s,
+                                     base.velocity_m_s, 1.0)
         good = self._good
         sv = self._status_vec
-        kern.controller_step(state.q_rad, state.qd_rad_s, pos, quat, w, have, x_cmd_m, v_cmd_m_s, a_cmd_m_s2,
+        kern.controller_step(state.q_rad, state.qd_rad_s, pos, quat, w, v, have, self._momentum_l,
+                             self.external_force_n, self.external_point_m, x_cmd_m, v_cmd_m_s, a_cmd_m_s2,
                              a.joint_xyz, a.joint_rot, a.joint_axis, a.link_mass, a.link_com, a.link_inertia,
                              a.ee_offset, a.base_mass, a.base_inertia, a.task_rows, a.reaction_rows, a.q_min,
-                             a.q_max, a.qd_max, a.qdd_max, self._params, self._qdd, good.q_rad, good.qd_rad_s,
+                             a.q_max, a.qd_max, self._closing_qdd_max if self._closing else a.qdd_max,
+                             self._params, self._qdd, good.q_rad, good.qd_rad_s,
                              good.qdd_rad_s2, sv, self._diag, self._jac_pinv, self._arena)
+        if self._closing:  # the tool has closed: from now on the momentum is measured
+            self._closing = False
+            self._params[kern.P_MOMENTUM] = kern.MOMENTUM_MEASURED
         status = self._status
         status.t_s = t_s
         sigma_ratio, singular, limited, residual, _, fault = sv[kern.S_SIGMA_RATIO:kern.S_FAULT + 1].tolist()

@@ -15,7 +15,12 @@ from __future__ import annotations
 
 import math
 
+from typing import Any
+
 from robot.models import Link, ManipulatorModel, rpy_matrix
+
+#: A link's mass [kg], centre of mass (3,) [m] and inertia (3, 3) [kg m^2], link frame.
+LinkInertial = tuple[float, Any, Any]
 
 _BASE_RGBA = "0.75 0.75 0.8 1"
 _LINK_RGBA = ("0.9 0.5 0.1 1", "0.2 0.5 0.9 1")
@@ -59,8 +64,16 @@ def _link_visual(link: Link, rgba: str) -> str:
     )
 
 
-def model_urdf(model: ManipulatorModel) -> str:
-    """The URDF document of ``model`` (a string; write it to a file for PyBullet)."""
+def model_urdf(model: ManipulatorModel, last_link_inertial: LinkInertial | None = None) -> str:
+    """The URDF document of ``model`` (a string; write it to a file for PyBullet).
+
+    Args:
+        model: the manipulator.
+        last_link_inertial: mass [kg], centre of mass [m] and full 3x3 inertia about it
+            [kg m^2] of the last link, link frame, replacing the model's (the last link
+            carrying a captured payload, :meth:`robot.pybullet_arm.PyBulletArm.carry`);
+            off-diagonal terms are written as such and PyBullet takes the principal axes.
+    """
     parts = [f'<?xml version="1.0"?>\n<robot name="{model.name}">\n']
     parts.append('  <link name="base">\n')
     parts.append(_inertial(model.base_mass_kg, (0.0, 0.0, 0.0), model.base_inertia_kg_m2))
@@ -74,8 +87,12 @@ def model_urdf(model: ManipulatorModel) -> str:
     parent = "base"
     for i, link in enumerate(model.links):
         inertia = tuple(tuple(v if r == c else 0.0 for c, v in enumerate(link.inertia_kg_m2)) for r in range(3))
+        mass, com = link.mass_kg, tuple(link.com_m)
+        if last_link_inertial is not None and i == model.n_joints - 1:
+            mass, com, inertia = (float(last_link_inertial[0]), tuple(float(v) for v in last_link_inertial[1]),
+                                  tuple(tuple(float(v) for v in row) for row in last_link_inertial[2]))
         parts.append(f'  <link name="{link.name}">\n')
-        parts.append(_inertial(link.mass_kg, link.com_m, inertia))
+        parts.append(_inertial(mass, com, inertia))
         parts.append(_link_visual(link, _LINK_RGBA[i % 2]))
         if i == model.n_joints - 1:
             parts.append(

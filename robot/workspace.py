@@ -275,6 +275,7 @@ def _run(q: _F, qd: _F, quat: _F, x_com: _F, kind: int, x0: _F, x1: _F, steps: i
     re_b = np.empty(3)
     pos = np.empty(3)
     w_task = np.empty(3)
+    zero_v = np.zeros(3)
     w_body = np.empty(3)
     rot0 = np.empty((3, 3))
     jg = np.empty((3, n))
@@ -294,7 +295,7 @@ def _run(q: _F, qd: _F, quat: _F, x_com: _F, kind: int, x0: _F, x1: _F, steps: i
             pos[r] = x_com[r] - (rot0[r, 0] * c_b[0] + rot0[r, 1] * c_b[1] + rot0[r, 2] * c_b[2])
             w_task[r] = rot0[r, 0] * w_body[0] + rot0[r, 1] * w_body[1] + rot0[r, 2] * w_body[2]
         _reference(kind, step * dt, x0, x1, speed, accel, x, v, a)
-        kern.controller_step(q, qd, pos, quat, w_task, 1.0, x, v, a, joint_xyz, joint_rot, joint_axis, link_mass,
+        kern.controller_step(q, qd, pos, quat, w_task, zero_v, 1.0, zero_v, zero_v, zero_v, x, v, a, joint_xyz, joint_rot, joint_axis, link_mass,
                              link_com, link_inertia, ee_offset, base_mass, base_inertia, task_rows, reaction_rows,
                              q_min, q_max, qd_max, qdd_max, params, qdd, q_cmd, qd_cmd, qdd_cmd, status, diag,
                              jac_pinv, arena)
