@@ -58,6 +58,9 @@ Contact physics (logs of format version 2, which carry the tool's contact force,
 - ``peak_contact_force_n``: largest norm of the contact force [N]; ``contact_impulse_n_s``:
   norm of its time integral ``|∫F dt|`` over the trial [N s] (the debris' momentum change
   from the contact).
+- ``mse_slave_force_n2``: Yang & Konno's metric (their eq. 11, the mean square of the
+  slave's force), the time mean of ``|F|²`` of the contact force over ``[t_f, t_f + W]``
+  from the first contact ``t_f`` (the part the log covers) [N²]; NaN without contact.
 - Post-capture, over ``[t_c, t_c + W]`` from the capture ``t_c``:
   ``residual_base_angular_velocity_rad_s`` and ``residual_debris_angular_velocity_rad_s``
   (norms at the window's end; once captured the debris turns with the tool link),
@@ -128,6 +131,7 @@ class TrialMetrics:
     contact_tangential_speed_m_s: float
     peak_contact_force_n: float
     contact_impulse_n_s: float
+    mse_slave_force_n2: float
     residual_base_angular_velocity_rad_s: float
     residual_debris_angular_velocity_rad_s: float
     post_capture_attitude_drift_rad: float
@@ -179,6 +183,8 @@ METRIC_DESCRIPTIONS: dict[str, str] = {
     "contact_tangential_speed_m_s": "tangential slip of tool on debris at the first contact point",
     "peak_contact_force_n": "largest norm of the tool's contact force on the debris",
     "contact_impulse_n_s": "norm of the contact force's time integral over the trial",
+    "mse_slave_force_n2": "time mean of |contact force|^2 over the post-capture window from the first contact "
+                          "(Yang & Konno eq. 11)",
     "residual_base_angular_velocity_rad_s": "|base angular velocity| at the end of the post-capture window",
     "residual_debris_angular_velocity_rad_s": "|debris angular velocity| at the end of the post-capture window",
     "post_capture_attitude_drift_rad": "base rotation over the post-capture window (from the capture)",
@@ -495,6 +501,7 @@ def _logs_contact(trial: Trial) -> bool:
 
 CONTACT_METRICS: tuple[str, ...] = (
     "contact_normal_speed_m_s", "contact_tangential_speed_m_s", "peak_contact_force_n", "contact_impulse_n_s",
+    "mse_slave_force_n2",
     "residual_base_angular_velocity_rad_s", "residual_debris_angular_velocity_rad_s",
     "post_capture_attitude_drift_rad",
 )
@@ -512,6 +519,7 @@ def _contact_metrics(trial: Trial, time_s: NDArray[np.float64], window_s: float)
     values["peak_contact_force_n"] = _nanmax(np.linalg.norm(force, axis=1)) if len(force) else NAN
     dt = np.diff(time_s, prepend=time_s[0] - (time_s[1] - time_s[0] if len(time_s) > 1 else 0.0))
     values["contact_impulse_n_s"] = float(np.linalg.norm((force * dt[:, None]).sum(axis=0)))
+    values["mse_slave_force_n2"] = _force_mse(time_s, force, float(first.get("t_s", NAN)), window_s)
     capture = trial.metadata.get("capture") or {}
     captured_at = float(capture.get("t_s", NAN)) if trial.metadata.get("outcome") == "captured" else NAN
     if math.isfinite(captured_at):
@@ -524,6 +532,18 @@ def _contact_metrics(trial: Trial, time_s: NDArray[np.float64], window_s: float)
         values["residual_base_angular_velocity_rad_s"] = float(np.linalg.norm(base_w[0]))
         values["residual_debris_angular_velocity_rad_s"] = float(np.linalg.norm(debris_w[0]))
     return values
+
+
+def _force_mse(time_s: NDArray[np.float64], force: NDArray[np.float64], start_s: float, window_s: float) -> float:
+    """Time mean of ``|F|²`` over ``[start_s, start_s + window_s]`` (NaN for a NaN start
+    or a window the log does not cover)."""
+    if not math.isfinite(start_s) or time_s.size < 2:
+        return NAN
+    nodes = window_nodes(time_s, start_s, start_s + window_s)
+    if nodes.size < 2 or nodes[-1] <= nodes[0]:
+        return NAN
+    window = _interpolate_rows(time_s, force, nodes)
+    return time_average(nodes, np.einsum("ij,ij->i", window, window))
 
 
 def _reach_metrics(

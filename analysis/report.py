@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from analysis import figures
+from analysis import behaviours, figures
 from analysis.metrics import METRIC_DESCRIPTIONS, PAPER_METRICS
 from analysis.outcomes import ordered_outcomes
 from analysis.stats import (
@@ -327,7 +327,43 @@ def _trial_section(trial: Trial, metrics_row: Mapping[str, Any] | None) -> str:
         parts.append(_table(("metric", "value"), shown))
     for caption, figure in figures.trial_figures(trial).items():
         parts.append(embed_figure(figure, f"{trial.trial_id}: {caption}"))
+    parts.append(_trial_post_capture(trial))
     return "".join(parts)
+
+
+def _trial_post_capture(trial: Trial) -> str:
+    """A trial's post-capture task: its outcome, each behaviour's result and figures,
+    the time per state and the state timeline (nothing without a task)."""
+    phase = behaviours.post_capture(trial.metadata)
+    if phase is None:
+        return ""
+    rows = behaviours.behaviour_rows([(trial.trial_id, trial.metadata)])
+    columns = ["state", "behaviour", "result", "duration_s", "peak_force_n", "limit_n",
+               "base_attitude_change_rad", "min_sigma_ratio", "reason"]
+    parts = [f"<h4>After the capture: task {_e((phase.get('task') or {}).get('name'))}, "
+             f"{_e(phase.get('outcome'))}</h4><p>{_e(phase.get('reason') or '')}</p>",
+             _table(columns, rows[columns].astype(object).values.tolist(), left_columns=3),
+             _table(("state", "time [s]"), list(behaviours.state_times(trial).items()), left_columns=1)]
+    figure = behaviours.state_timeline_figure(trial)
+    if figure is not None:
+        parts.append(embed_figure(figure, f"{trial.trial_id}: task states, contact force and its limit, "
+                                          "base attitude change"))
+    return "".join(parts)
+
+
+def _post_capture_section(study: Study) -> str:
+    """Behaviours across the study's trials: per kind, results, peak force over limit,
+    base attitude disturbance (nothing when no trial ran a task)."""
+    from capture_trainer.trial_log import read_metadata
+
+    rows = behaviours.behaviour_rows((trial_id, read_metadata(path)) for trial_id, path in study.paths.items())
+    if rows.empty:
+        return ""
+    summary = behaviours.behaviour_summary(rows)
+    return ("<h2>After the capture: behaviours</h2><p>Per behaviour kind over every trial with a task: "
+            "results, the largest peak contact force over the behaviour's wrench limit, the base attitude "
+            "change each run caused, and ticks at a reaction singularity (reactionless tracking not "
+            "possible).</p>" + _table(list(summary.columns), summary.astype(object).values.tolist(), left_columns=1))
 
 
 def _trials_table_section(table: pd.DataFrame) -> str:
@@ -384,11 +420,13 @@ def build_report(study: Study, extra_trials: Sequence[str | os.PathLike[str]] = 
             f"<p>Source: <code>{_e(study.root)}</code>. {len(table)} trials, {n_reached} reached the target. ",
             f"Generated {generated}; trials written by capture-trainer {_e(', '.join(versions) or 'unknown')}.</p>",
             _design_section(study),
+            _training_section(study),
             _summary_section(table),
             _problem_trials_section(table),
             _tests_section(table),
             _scenarios_section(table),
             _sweep_section(study, table),
+            _post_capture_section(study),
             _figures_section(study),
             "<h2>Example trials</h2><p>Per condition the reached trial with the median impact velocity, "
             "and any trial asked for with --trial.</p>",
@@ -398,6 +436,46 @@ def build_report(study: Study, extra_trials: Sequence[str | os.PathLike[str]] = 
             "</body></html>",
         ]
     )
+
+
+def _training_section(study: Study) -> str:
+    """A phased (training-and-transfer) study's learning curves and effects
+    (:mod:`analysis.training`); nothing for another design."""
+    from analysis import training
+
+    if not training.is_training_design(study.design):
+        return ""
+    table = training.training_table(study)
+    if not len(table):
+        return ""
+    curves = training.learning_curves(table)
+    found = training.effects(table)
+    modelled = training.simulated(table)
+    parts = ["<h2>Training and transfer</h2>"]
+    if modelled:
+        parts.append('<p class="warn"><b>Simulated participants.</b> These learning curves and effects are the '
+                     "behaviour of the simulated operator model (its kinds and parameters are in the design "
+                     "above), not findings about people.</p>")
+    parts.append("<p>Per group (between subjects) and block: the mean over participants of their block means, "
+                 "95 % t interval (n − 1 degrees of freedom). Retention = retention − pre-test per participant "
+                 "(paired t interval); transfer = the transfer phase's mean (unseen scenarios), compared with "
+                 f"the reference group <b>{_e(training.reference_group(table))}</b> by Welch's t interval. "
+                 "Impact velocity: lower is better; capture rate: higher is better.</p>")
+    parts.append(embed_figure(training.learning_curve_figure(curves, table, modelled), "learning curves"))
+    rows = [[r["group"], r["phase"], r["block"] + 1, r["metric"], r["n"], r["mean"],
+             f"[{format_number(r['ci95_low'])}, {format_number(r['ci95_high'])}]", r["authority_mean"]]
+            for r in cast(list[dict[str, Any]], curves.to_dict("records"))]
+    parts.append("<h3>Learning curves</h3>" + _table(
+        ["group", "phase", "block", "metric", "n", "mean", "95 % CI", "mean guidance authority"], rows,
+        left_columns=4))
+    rows = [[r["effect"], r["group"], r["metric"], r["n"], r["mean"],
+             f"[{format_number(r['ci95_low'])}, {format_number(r['ci95_high'])}]", r["vs"] or "—",
+             r["difference"], f"[{format_number(r['diff_ci95_low'])}, {format_number(r['diff_ci95_high'])}]",
+             r["method"]] for r in cast(list[dict[str, Any]], found.to_dict("records"))]
+    parts.append("<h3>Retention and transfer effects</h3>" + _table(
+        ["effect", "group", "metric", "n", "mean", "95 % CI", "vs", "difference", "95 % CI of difference",
+         "interval"], rows, left_columns=3))
+    return "".join(parts)
 
 
 def _sweep_section(study: Study, table: pd.DataFrame) -> str:

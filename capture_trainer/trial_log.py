@@ -39,10 +39,14 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 #: The version this package writes; it reads every version up to this one.
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 #: Version 2 added the contact columns (:data:`CONTACT_FORCE`, :data:`DEBRIS_ANGULAR_VELOCITY`),
 #: the ``contact`` and ``captured`` flags and the outcome metadata; version-1 files lack them.
 CONTACT_FORMAT_VERSION = 2
+#: Version 3 added the post-capture columns (:data:`POST_CAPTURE_COLUMNS`: behaviour,
+#: state, attractor, contact wrench and its limit) and the ``post_capture`` metadata;
+#: version-1 and version-2 files lack them.
+POST_CAPTURE_FORMAT_VERSION = 3
 METADATA_KEY = b"capture_trainer"
 AXES = ("x", "y", "z")
 
@@ -85,6 +89,23 @@ SIGMA_RATIO = "sigma_ratio"
 CONTACT_FORCE = vector_columns("contact_force", "n")
 #: The debris' angular velocity [rad/s], task frame.
 DEBRIS_ANGULAR_VELOCITY = vector_columns("debris_w", "rad_s")
+#: Post-capture behaviours (version 3): the task state's index into metadata
+#: ``post_capture.states`` and the behaviour kind's into ``post_capture.behaviours``, the
+#: admittance controller's virtual attractor [m], the contact wrench of the fixtures on
+#: the payload (force [N]; torque about the end effector [N m]), task frame, and the
+#: running behaviour's wrench limit [N]. Outside a running task they hold
+#: :data:`POST_CAPTURE_IDLE` (no NaN, so that identical trials compare equal).
+STATE_INDEX = "state_index"
+BEHAVIOUR_INDEX = "behaviour_index"
+ATTRACTOR_POSITION = vector_columns("attractor", "m")
+WRENCH_FORCE = vector_columns("wrench_force", "n")
+WRENCH_TORQUE = vector_columns("wrench_torque", "n_m")
+WRENCH_LIMIT = "wrench_limit_n"
+POST_CAPTURE_COLUMNS = (STATE_INDEX, BEHAVIOUR_INDEX) + ATTRACTOR_POSITION + WRENCH_FORCE + WRENCH_TORQUE + (
+    WRENCH_LIMIT,)
+#: The post-capture columns outside a running task: no state (-1), no behaviour (-1),
+#: attractor and wrench zero, no limit (inf).
+POST_CAPTURE_IDLE = (-1.0, -1.0) + (0.0,) * 9 + (float("inf"),)
 
 
 def joint_position_column(index: int) -> str:
@@ -145,6 +166,7 @@ def float_columns(n_joints: int) -> tuple[str, ...]:
         + tuple(joint_velocity_column(i) for i in range(n_joints))
         + CONTACT_FORCE
         + DEBRIS_ANGULAR_VELOCITY
+        + POST_CAPTURE_COLUMNS
     )
 
 
@@ -170,7 +192,7 @@ METADATA_KEYS = {
     "servo_timing": "object: period histogram, overruns, worst tick (optional)",
     "started_at": "str, local wall-clock time the trial was built (ISO 8601, optional)",
     "complete": "bool, false while the trial is being written, after a crash or a failed write",
-    "end_reason": "str: time_limit | captured | contact_window_done | left_reach | aborted | fault | "
+    "end_reason": "str: time_limit | captured | contact_window_done | left_reach | task_done | aborted | fault | "
                   "write_failed (optional)",
     "outcome": "str (version 2): captured | contact_lost | pushed_away | missed | timeout | aborted",
     "outcome_at_s": "float (version 2): when it happened (capture, first contact or the end) [s]",
@@ -185,6 +207,16 @@ METADATA_KEYS = {
                   "delayed link between the operator's side and the arm's side",
     "fixture_radius_m": "float (version 2): the debris' grapple fixture radius; target_radius_m adds "
                         "the tool tip's radius (the first touch)",
+    "guidance_authority": "float or null (optional): the factor on the condition's guidance force "
+                          "(guidance.schedule); null without guidance",
+    "guidance_schedule": "object (optional, scheduled study trials): name, params, index k, assist a(k)",
+    "compensator": "object or null (version 2): name (none | predictive | passivity), contact_feedback, "
+                   "contact_force_scale, energy_j, min_energy_j, dissipated_j, passivity_active_ticks "
+                   "(trials.compensators); null without delay and contact feedback",
+    "post_capture": "object or null (version 3): the task run after the capture (trials.behaviours): task, "
+                    "states, behaviours (the names the state_index / behaviour_index columns index), outcome "
+                    "(succeeded | failed | aborted), reason, started_s, ended_s, results (one per behaviour run: "
+                    "state, behaviour, result, reason, figures); null without a task",
     "write_error": "str, why writing the file failed (only after a failed write)",
     "rows": "int, rows in the file (written by the recorder)",
 }
@@ -194,7 +226,11 @@ OUTCOMES: tuple[str, ...] = ("captured", "contact_lost", "pushed_away", "missed"
 
 #: Metadata keys that version 2 added (a version-1 file lacks them).
 METADATA_KEYS_ADDED_IN_V2 = frozenset({"outcome", "outcome_at_s", "outcome_reason", "first_contact", "capture",
-                                       "payload", "contact_model", "fixture_radius_m", "link_delay"})
+                                       "payload", "contact_model", "fixture_radius_m", "link_delay",
+                                       "guidance_authority", "guidance_schedule", "compensator"})
+
+#: Metadata keys that version 3 added.
+METADATA_KEYS_ADDED_IN_V3 = frozenset({"post_capture"})
 
 #: Longest text (any string in the metadata, at any depth, keys included) [UTF-8 bytes].
 #: The metadata is rewritten with every flush of a running trial, so it must stay small.
@@ -264,11 +300,14 @@ class LogSchema:
 
 def required_columns(n_joints: int, format_version: int = FORMAT_VERSION) -> tuple[str, ...]:
     """Every column the contract requires of a model with ``n_joints`` joints, in a file
-    of ``format_version`` (version 1 had no contact columns and flags)."""
+    of ``format_version`` (version 1 had no contact columns and flags, versions 1 and 2
+    no post-capture columns)."""
     names = LogSchema.for_model(n_joints).names
-    if format_version >= CONTACT_FORMAT_VERSION:
-        return names
-    added = set(CONTACT_FORCE + DEBRIS_ANGULAR_VELOCITY + (FLAG_CONTACT, FLAG_CAPTURED))
+    added: set[str] = set()
+    if format_version < POST_CAPTURE_FORMAT_VERSION:
+        added.update(POST_CAPTURE_COLUMNS)
+    if format_version < CONTACT_FORMAT_VERSION:
+        added.update(CONTACT_FORCE + DEBRIS_ANGULAR_VELOCITY + (FLAG_CONTACT, FLAG_CAPTURED))
     return tuple(name for name in names if name not in added)
 
 

@@ -118,3 +118,45 @@ class Sum:
     def params(self) -> dict[str, object]:
         """The members' parameters, in order."""
         return {"law": "sum", "terms": [law.params() for law in self.laws]}
+
+
+class Scaled:
+    """A law's force times a guidance authority ``g`` (:mod:`guidance.schedule`):
+    ``f = g f_law`` [N], task frame.
+
+    ``g = 1`` is the law as designed, ``0`` no force, a negative ``g`` pushes away from
+    where the law pulls (error augmentation). Chosen before the loop like :class:`Sum`;
+    the safety layer clamps the result to the device's limits, as any law's force.
+    """
+
+    def __init__(self, law: GuidanceLaw, authority: float) -> None:
+        authority = float(authority)
+        if authority != authority or authority in (float("inf"), float("-inf")):
+            raise ValueError(f"the guidance authority must be finite, got {authority}")
+        self.law = law
+        self.authority = authority
+        self._out = np.zeros(3)
+        self.replanned = False
+        self.replan_count = 0
+
+    def force(self, state: GuidanceState) -> NDArray[np.float64]:
+        """``g`` times the law's force [N], task frame."""
+        x, y, z = self.law.force(state).tolist()
+        g = self.authority
+        out = self._out
+        out[0] = g * x
+        out[1] = g * y
+        out[2] = g * z
+        self.replanned = self.law.replanned
+        self.replan_count = self.law.replan_count
+        return out
+
+    def reset(self) -> None:
+        """Reset the law."""
+        self.law.reset()
+        self.replanned = False
+        self.replan_count = 0
+
+    def params(self) -> dict[str, object]:
+        """The law's parameters with the authority added (same shape as the law's own)."""
+        return {**self.law.params(), "authority": self.authority}

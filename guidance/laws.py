@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from guidance.dynamic import CapturePath, DynamicGuidance
 from guidance.fixtures import JointLimitProximity, ReachLimit, WorkspaceWalls
-from guidance.law import GuidanceLaw, NoGuidance, Sum
+from guidance.law import GuidanceLaw, NoGuidance, Scaled, Sum
 from guidance.potential import ObstacleField, PotentialField, SphereObstacle
 from guidance.registry import LAWS, GuidanceConfigError, make_law
 from guidance.state import GuidanceState
@@ -21,6 +21,7 @@ __all__ = [
     "ObstacleField",
     "PotentialField",
     "ReachLimit",
+    "Scaled",
     "SphereObstacle",
     "Sum",
     "WorkspaceWalls",

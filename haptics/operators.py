@@ -23,7 +23,14 @@ guidance forces on the stylus move the hand. Sources (see docs/haptics.md):
   predictor): Miall et al. 1993, Wolpert et al. 1995; internal models of limb dynamics
   (feedforward): Shadmehr & Mussa-Ivaldi 1994;
 * humans yield to (or fight) haptic shared control by changing grip impedance: Abbink
-  et al. 2012 (Cogn. Tech. Work 14:19).
+  et al. 2012 (Cogn. Tech. Work 14:19);
+* grasping aims at contact points on the object's surface, not at its centre: Smeets &
+  Brenner 1999 (Motor Control 3:237);
+* a felt force is a second cue, combined with vision by maximum-likelihood integration:
+  Ernst & Banks 2002 (Nature 415:429);
+* indexing (clutching) lets a small device span a large workspace: Conti & Khatib 2005
+  (WHC); the hand presses and releases the engage button through the device;
+* skill that changes with practice: ``haptics.learning`` (the model's assumption).
 
 Sign convention (``haptics.device``): the device force is the force on the stylus. The
 hand force on the stylus is
@@ -44,16 +51,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
 
 from haptics import _kernels as _k
+from haptics.device import BUTTON_ENGAGE
 from haptics.participants import PARTICIPANT_PRESETS, ParticipantParams
 
 #: Gaussian draws kept in the operator's preallocated noise buffer (refilled in place).
 _NOISE_DRAWS = 3 * 4096
+#: A Touch's usable workspace [m], device frame (3D Systems datasheet: 160 x 120 x 70 mm),
+#: the operator's default idea of where the stylus can go (``set_workspace`` changes it).
+TOUCH_WORKSPACE_M = ((-0.08, -0.06, -0.035), (0.08, 0.06, 0.035))
 
 
 @runtime_checkable
@@ -61,9 +73,16 @@ class Operator(Protocol):
     """What ``SimulatedDevice`` needs from whoever holds the stylus (device frame, SI)."""
 
     params: ParticipantParams
+    #: The device buttons the hand holds (``haptics.device.BUTTON_*`` bits): the engage
+    #: button held means coupled; released, the stylus is clutched (indexing).
+    buttons: int
 
     def reset(self, t_s: float, position_dev_m: NDArray[np.float64], trial_seed: int | None = None) -> None:
         """Start a trial: hand at rest at ``position_dev_m``; draw the trial's choices."""
+        ...
+
+    def set_workspace(self, low_m: Sequence[float], high_m: Sequence[float]) -> None:
+        """The device's usable workspace [m], device frame (where clutching starts)."""
         ...
 
     def impedance(self) -> tuple[float, float, float]:
@@ -164,6 +183,8 @@ class HumanOperator:
         self._goal_v = self._vec[_k.V_GOAL_V]
         self._offset = [0.0, 0.0, 0.0]
         self._coef = np.zeros((3, 6))
+        self.buttons = BUTTON_ENGAGE
+        self.set_workspace(*TOUCH_WORKSPACE_M)
         # The Gaussian draws, consumed in order (a refill continues the generator's stream).
         self._noise_buf = np.zeros(_NOISE_DRAWS)
         # Load the compiled kernels now (scratch state), not in the first servo tick.
@@ -199,6 +220,16 @@ class HumanOperator:
         self._first_percept_t = math.nan
         self._next_plan_t = math.inf
         self.submovements = 0
+        self.buttons = BUTTON_ENGAGE
+        self.clutches = 0
+        # Clutching (indexing): when the hand, released, re-engages; where it was when
+        # it pressed; and per completed clutch (press time, release time, shift [m]):
+        # what was seen before the release is in the frame before the re-anchoring.
+        self._release_t = math.inf
+        self._last_gap_m = math.inf
+        self._press_t = math.nan
+        self._press_x = [0.0, 0.0, 0.0]
+        self._clutch_log: list[tuple[float, float, list[float]]] = []
         x = [float(v) for v in position_dev_m]
         self._x_eq[:] = x
         self._x_hand[:] = x
@@ -221,6 +252,21 @@ class HumanOperator:
         """(mass kg, damping N s/m, stiffness N/m) for this trial."""
         s = self._s
         return float(s[_k.S_M]), float(s[_k.S_B]), float(s[_k.S_K])
+
+    def set_workspace(self, low_m: Sequence[float], high_m: Sequence[float]) -> None:
+        """The usable workspace [m], device frame: the operator clutches within
+        ``clutch_margin_m`` of its faces when its plan would leave it."""
+        low = [float(v) for v in low_m]
+        high = [float(v) for v in high_m]
+        if len(low) != 3 or len(high) != 3 or not all(lo < hi for lo, hi in zip(low, high, strict=True)):
+            raise ValueError(f"the workspace must be 3 increasing intervals, got {low_m!r} .. {high_m!r}")
+        self._ws_low = low
+        self._ws_high = high
+
+    @property
+    def clutched(self) -> bool:
+        """Whether the hand has released the engage button (the stylus is clutched)."""
+        return not self.buttons & BUTTON_ENGAGE
 
     # -- per tick ------------------------------------------------------------------
 
@@ -290,6 +336,15 @@ class HumanOperator:
         lag = t_s - row[0]
         ex = p.extrapolation * lag
         r = row.tolist()
+        # A percept from before a clutch's release is in the frame before the mapping
+        # was re-anchored: everything seen has moved by the hand's travel while clutched.
+        mid_clutch = False
+        for pressed_t, released_t, shift in self._clutch_log:
+            if r[0] < released_t:
+                for k in range(3):
+                    r[1 + k] += shift[k]
+                    r[7 + k] += shift[k]
+                mid_clutch = mid_clutch or r[0] >= pressed_t
         tgt = [r[1 + k] + r[4 + k] * ex for k in range(3)]
         speed_factor = 1.0 + p.speed_weber * self._gauss()
         vt = [r[4 + k] * speed_factor for k in range(3)]
@@ -305,19 +360,23 @@ class HumanOperator:
         # slave's transient lag and the visual delay are not mistaken for errors
         # (forward model / Smith predictor: Miall et al. 1993; Wolpert et al. 1995).
         seen_offset = [r[7 + k] - r[13 + k] for k in range(3)]
-        if self._offset_t != self._offset_t:
+        if mid_clutch:
+            pass  # seen while the stylus was decoupled: no evidence of the coupled offset
+        elif self._offset_t != self._offset_t:
             self._offset[:] = seen_offset
         else:
             learn = 1.0 - math.exp(-(row[0] - self._offset_t) / p.offset_learn_s)
             for k in range(3):
                 self._offset[k] += learn * (seen_offset[k] - self._offset[k])
-        self._offset_t = row[0]
+        if not mid_clutch:
+            self._offset_t = r[0]
         fm = p.forward_model_gain
         ee = [r[7 + k] + fm * (x0[k] + self._offset[k] - r[7 + k]) for k in range(3)]
         # Duration: Fitts' law on the relative displacement (the gap to close; moving
         # along with the target is pursuit, not aiming).
         gap = [tgt[k] - ee[k] for k in range(3)]
         gap_m = math.sqrt(sum(g * g for g in gap))
+        self._last_gap_m = gap_m
         duration = max(p.min_duration_s, p.fitts_a_s + p.fitts_b_s * math.log2(1.0 + gap_m / p.fitts_width_m))
         move = [gap[k] + vt[k] * duration for k in range(3)]
         dist = math.sqrt(sum(m * m for m in move))
@@ -330,6 +389,9 @@ class HumanOperator:
             w = [self._gauss(), self._gauss(), self._gauss()]
             wu = sum(w[k] * u[k] for k in range(3))
             err = [(w[k] - wu * u[k]) * p.lateral_k_s * mean_speed + along * u[k] for k in range(3)]
+            if self.guided:
+                cue = math.sqrt(1.0 - p.haptic_cue_weight)
+                err = [e * cue for e in err]
         else:
             err = [0.0, 0.0, 0.0]
         duration *= max(0.5, 1.0 + p.duration_sd * self._gauss())
@@ -337,16 +399,25 @@ class HumanOperator:
         # (over- or undershoot of the target's speed), plus a smaller error in any
         # direction; both proportional to the target's speed.
         vt_speed = math.sqrt(sum(v * v for v in vt))
-        # With guidance felt, a complying operator leaves the final approach (where to
-        # stop, at what speed) to it: its own errors there shrink by its compliance.
-        own = 1.0 - float(self._s[_k.S_COMPLIANCE]) if self.guided else 1.0
+        # With guidance felt, the force is a second, haptic cue of where the target is
+        # and how to arrive; combined with vision (maximum-likelihood cue integration:
+        # Ernst & Banks 2002) the final approach's errors shrink by sqrt(1 - w_h), w_h
+        # the weight of the haptic cue. A complying operator also leaves the final
+        # approach to the force: its own errors shrink by its compliance. The smaller
+        # of the two factors applies.
+        own = min(1.0 - float(self._s[_k.S_COMPLIANCE]), math.sqrt(1.0 - p.haptic_cue_weight)) if self.guided else 1.0
         speed_gain = 1.0 + own * p.velocity_match_sd * self._gauss()
         vm = 0.3 * own * p.velocity_match_sd * vt_speed
         # Interceptive habit: aim through the target (hit rather than match), by a
         # fraction of the gap, so that contact comes before the plan has slowed down.
-        through = own * max(0.0, p.aim_through + p.aim_through_sd * self._gauss())
+        through = own * min(0.5, max(-0.5, p.aim_through + p.aim_through_sd * self._gauss()))
+        # Aim at the target's near surface, not its centre (grasping aims at contact
+        # points: Smeets & Brenner 1999), so the plan's deceleration ends at contact;
+        # a correction closer than two offsets aims further in, the last at the centre.
+        short_m = min(p.surface_offset_m, max(0.0, gap_m - p.surface_offset_m))
+        short = short_m / gap_m if gap_m > 1e-9 else 0.0
         for k in range(3):
-            x1 = x0[k] + move[k] + err[k] + through * gap[k]
+            x1 = x0[k] + move[k] + err[k] + (through - short) * gap[k]
             v1 = vt[k] * speed_gain + vm * self._gauss()
             quintic_coefficients(x0[k], v0[k], a0[k], x1, v1, 0.0, duration, self._coef[k])
             self._goal_x[k] = x1
@@ -359,6 +430,60 @@ class HumanOperator:
         jitter = 1.0 + 0.2 * self._gauss()
         self._next_plan_t = t_s + max(p.replan_interval_s, p.overlap * duration) * max(0.5, jitter)
 
+    def _maybe_clutch(self, t_s: float, x: NDArray[np.float64], v: NDArray[np.float64]) -> None:
+        """Clutch (indexing) when the hand is within ``clutch_margin_m`` of a face of the
+        usable workspace (where it will be ``clutch_lookahead_s`` from now at its current
+        velocity) and its current plan goes on through that face (Conti & Khatib 2005):
+        release the engage button, move the stylus back to the middle of
+        the workspace along the axes that ran out (a minimum-jerk return), hold for
+        ``clutch_dwell_s`` and press again (:meth:`_release`)."""
+        p = self.params
+        if self._last_gap_m < 2.0 * p.surface_offset_m:
+            return  # holding on to the target: letting go of the arm would drop it
+        margin = p.clutch_margin_m
+        ahead = p.clutch_lookahead_s
+        low, high, goal = self._ws_low, self._ws_high, self._goal_x
+        for k in range(3):  # per tick: no allocation unless it clutches
+            near = x[k] + v[k] * ahead
+            if (near > high[k] - margin and goal[k] > x[k]) or (near < low[k] + margin and goal[k] < x[k]):
+                break
+        else:
+            return
+        out_axes = [k for k in range(3)
+                    if (x[k] + v[k] * ahead > high[k] - margin and goal[k] > x[k])
+                    or (x[k] + v[k] * ahead < low[k] + margin and goal[k] < x[k])]
+        self.buttons &= ~BUTTON_ENGAGE
+        self.clutches += 1
+        start = [self._plan_state(t_s, k) for k in range(3)]
+        x0 = [start[k][0] + self._yield_x[k] for k in range(3)]
+        v0 = [start[k][1] + self._yield_v[k] for k in range(3)]
+        x1 = list(x0)
+        for k in out_axes:
+            x1[k] = 0.5 * (low[k] + high[k])
+        dist = math.sqrt(sum((x1[k] - x0[k]) ** 2 for k in range(3)))
+        duration = max(p.min_duration_s, p.fitts_a_s + p.fitts_b_s * math.log2(1.0 + dist / p.fitts_width_m))
+        for k in range(3):
+            quintic_coefficients(x0[k], v0[k], start[k][2], x1[k], 0.0, 0.0, duration, self._coef[k])
+            self._goal_x[k] = x1[k]
+            self._goal_v[k] = 0.0
+            self._yield_x[k] = 0.0
+            self._yield_v[k] = 0.0
+            self._press_x[k] = float(x[k])
+        self._s[_k.S_PLAN_T0] = t_s
+        self._s[_k.S_PLAN_T] = duration
+        self._press_t = t_s
+        self._release_t = t_s + duration + p.clutch_dwell_s
+        self._next_plan_t = math.inf
+
+    def _release(self, t_s: float, x: NDArray[np.float64]) -> None:
+        """Press the engage button again: the mapping re-anchors the stylus where it is
+        now, so everything seen moves by the hand's travel while clutched; re-plan."""
+        self.buttons |= BUTTON_ENGAGE
+        shift = [float(x[k]) - self._press_x[k] for k in range(3)]
+        self._clutch_log.append((self._press_t, t_s, shift))
+        self._release_t = math.inf
+        self._next_plan_t = t_s
+
     def drive(
         self,
         t_s: float,
@@ -369,7 +494,8 @@ class HumanOperator:
     ) -> None:
         """Write the drive force [N] (device frame, module docstring) for the period from ``t_s``.
 
-        Per period: re-plan when due (:meth:`_plan`), then the compiled
+        Per period: clutch or re-engage when due (:meth:`_maybe_clutch`,
+        :meth:`_release`), re-plan when due (:meth:`_plan`), then the compiled
         ``haptics._kernels.operator_drive``:
 
         * yielding: the equilibrium drifts toward where the guidance has put the hand,
@@ -394,6 +520,11 @@ class HumanOperator:
             felt_force_n: (3,) force the device applies to the stylus [N].
             out: (3,) written with the drive force [N].
         """
+        if self.buttons & BUTTON_ENGAGE:
+            if self.params.has_intent and self._next_plan_t < math.inf:
+                self._maybe_clutch(t_s, position_dev_m, velocity_dev_m_s)
+        elif t_s >= self._release_t:
+            self._release(t_s, position_dev_m)
         if t_s >= self._next_plan_t:
             row = self._delayed_row(t_s)
             if row is not None:

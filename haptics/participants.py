@@ -6,7 +6,7 @@ model (:mod:`haptics.operators`, where the sources of the values are cited).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from capture_trainer.registry import Registry
 
@@ -42,8 +42,29 @@ class ParticipantParams:
         aim_through: how far beyond the target a submovement aims, as a fraction of
             the gap it closes (people hit moving targets rather than stop at them:
             Brenner & Smeets 1996; contact then comes while the hand still moves,
-            which is why unguided captures are fast).
+            which is why unguided captures are fast). An interceptive habit that
+            practice at a soft-capture task removes (expert 0); negative aims short.
         aim_through_sd: its SD across submovements (same units).
+        surface_offset_m: submovements aim this far short of the target's centre, at
+            its near surface as the operator sees it [m] (grasping aims at contact
+            points, not at the object's centre: Smeets & Brenner 1999), so that the
+            plan's deceleration ends at contact rather than inside the target.
+        clutch_margin_m: the operator clutches (releases the engage button) when the
+            stylus, looking ``clutch_lookahead_s`` ahead at its velocity, comes within
+            this distance of a face of the usable workspace and its plan goes on
+            through it [m] (indexing: Conti & Khatib 2005).
+        clutch_dwell_s: after the return movement the hand waits this long before it
+            presses the button again [s].
+        clutch_lookahead_s: see ``clutch_margin_m`` [s].
+        learning: the participant's skill changes with practice (``haptics.learning``;
+            the model's assumption).
+        practice_exponent: α of the power law of practice (Newell & Rosenbloom 1981).
+        practice_scale_trials: n₀ of the power law [trials].
+        prior_practice_trials: practice before the study [trials] (0 novice-learner,
+            ``haptics.learning.EXPERT_PRACTICE_TRIALS`` expert-learner).
+        guided_practice_credit: how much of an unguided trial's practice a guided trial
+            gives the operator's own control (guidance hypothesis, in [0, 1]).
+        guidance_reliance: how far guided practice raises the compliance toward 1.
         overlap: fraction of a submovement after which the next one may start.
         replan_interval_s: shortest interval between submovement starts [s].
         noise_const_n: constant part of the motor noise SD [N].
@@ -90,6 +111,17 @@ class ParticipantParams:
     velocity_match_sd: float = 0.6
     aim_through: float = 0.2
     aim_through_sd: float = 0.1
+    surface_offset_m: float = 0.005
+    clutch_margin_m: float = 0.008
+    clutch_dwell_s: float = 0.15
+    clutch_lookahead_s: float = 0.1
+    haptic_cue_weight: float = 0.75
+    learning: bool = False
+    practice_exponent: float = 0.5
+    practice_scale_trials: float = 5.0
+    prior_practice_trials: float = 0.0
+    guided_practice_credit: float = 0.3
+    guidance_reliance: float = 0.5
     overlap: float = 0.75
     replan_interval_s: float = 0.3
     noise_const_n: float = 0.05
@@ -111,6 +143,10 @@ class ParticipantParams:
         return asdict(self)
 
 
+#: The practice [trials] the ``expert`` preset stands for in the learning law
+#: (``haptics.learning``, eq. L2; the model's assumption).
+EXPERT_PRACTICE_TRIALS = 30.0
+
 #: The built-in participant kinds (the one list of their names) and their parameters.
 #: Values from the sources in :mod:`haptics.operators`' docstring; "expert" reacts faster, predicts
 #: fully, moves more accurately and matches velocity better.
@@ -124,19 +160,16 @@ for _preset in (
         forward_model_gain=1.0,
         hand_stiffness_n_m=300.0,
         hand_damping_n_s_m=14.0,
-        fitts_a_s=0.3,
-        fitts_b_s=0.18,
         endpoint_k_s=0.04,
         lateral_k_s=0.008,
         duration_sd=0.07,
         speed_weber=0.06,
         velocity_match_sd=0.25,
-        aim_through=0.08,
-        aim_through_sd=0.05,
+        aim_through=0.0,
+        aim_through_sd=0.03,
         replan_interval_s=0.2,
         noise_gain=0.05,
         compliance=0.75,
-        resist_probability=0.15,
     ),
     ParticipantParams(
         kind="passive",
@@ -151,3 +184,10 @@ for _preset in (
     ),
 ):
     PARTICIPANT_PRESETS.register(_preset.kind, _preset)
+#: Learning participants (``haptics.learning``): a novice and an expert whose skill
+#: changes with practice in the study (the model's assumption).
+PARTICIPANT_PRESETS.register(
+    "novice-learner", replace(PARTICIPANT_PRESETS["novice"], kind="novice-learner", learning=True))
+PARTICIPANT_PRESETS.register(
+    "expert-learner", replace(PARTICIPANT_PRESETS["expert"], kind="expert-learner", learning=True,
+                              prior_practice_trials=EXPERT_PRACTICE_TRIALS))

@@ -127,6 +127,8 @@ class SimulatedDevice:
         self.state = DeviceState()
         self._drive = np.zeros(3)
         self._hand_force = np.zeros(3)
+        if operator is not None:
+            operator.set_workspace(spec.workspace_min_m, spec.workspace_max_m)
         self.reset()
 
     def reset(self) -> None:
@@ -199,6 +201,7 @@ class SimulatedDevice:
         drive = self._drive
         if self.operator is not None:
             self.operator.drive(self.t_s, pos, vel, self._force, drive)
+            st.buttons = self.operator.buttons  # the hand presses and releases the clutch
         # [x, v] <- Phi [x, v] + Gamma (f + drive) per axis, then the end stops; the
         # hand's force is drive - K_h x - B_h v (compiled: haptics._kernels.device_step).
         device_step(self._zoh, self._stops, pos, vel, drive, self._force, self._hand_force)

@@ -353,12 +353,14 @@ def _capture(root: _Table) -> CaptureConfig:
     return CaptureConfig(**values)
 
 
-def _delay(root: _Table) -> DelayTable:
+def _delay(root: _Table, compensators: Lookup[object] | None = None) -> DelayTable:
     t = root.table("delay")
     values: dict[str, Any] = {
         "delay_s": t.number("delay_s", 0.0, minimum=0.0, maximum=60.0),
         "jitter_s": t.number("jitter_s", 0.0, minimum=0.0, maximum=10.0),
         "loss": t.number("loss", 0.0, minimum=0.0, maximum=0.99),
+        "compensator": t.string("compensator", "none", allow_empty=False, single_line=True,
+                                choices=None if compensators is None else compensators.names()),
     }
     t.finish()
     return DelayTable(**{k: v for k, v in values.items() if v is not None})
@@ -434,6 +436,8 @@ def _rendering(root: _Table) -> RenderingConfig:
         "saturation": t.string("saturation", "norm", choices=SATURATION_MODES),
         "ramp_time_s": t.number("ramp_time_s", 0.5, minimum=0.0, maximum=10.0),
         "max_rate_n_s": t.number("max_rate_n_s", 1000.0, minimum=0.0, strict=True),
+        "contact_feedback": t.boolean("contact_feedback", False),
+        "contact_force_scale": t.number("contact_force_scale", 0.02, minimum=0.0, maximum=10.0),
     }
     t.finish()
     return RenderingConfig(**values)
@@ -460,7 +464,7 @@ def scenario_from_dict(data: dict[str, Any], source: str, default_name: str, *, 
         description=description,  # type: ignore[arg-type]
         capture=_capture(root),
         debris=_debris(root),
-        delay=_delay(root),
+        delay=_delay(root, vocabulary.compensators),
         guidance=_guidance(root, vocabulary.laws),
         fixtures=_fixtures(root),
         mapping=_mapping(root),

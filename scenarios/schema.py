@@ -68,6 +68,9 @@ class Vocabulary:
 
     models: Lookup[ModelFacts]
     laws: Lookup[LawFacts]
+    #: delay compensators by name (``trials.compensators.COMPENSATORS``); None: any name
+    #: is accepted here and checked when a trial is built.
+    compensators: Lookup[object] | None = None
 
 
 @dataclass(frozen=True)
@@ -149,11 +152,14 @@ class DelayTable:
         delay_s: constant one-way delay [s] (ISS to ground about 0.4 s each way).
         jitter_s: SD of the half-normal extra delay per sample [s].
         loss: probability that a sample is lost, [0, 1).
+        compensator: what the operator's side makes of the delay
+            (``trials.compensators``: ``none`` | ``predictive`` | ``passivity``).
     """
 
     delay_s: float = 0.0
     jitter_s: float = 0.0
     loss: float = 0.0
+    compensator: str = "none"
 
 
 @dataclass(frozen=True)
@@ -242,12 +248,18 @@ class RenderingConfig:
     Attributes:
         max_force_n: saturation [N]; saturation: ``norm`` | ``axis``;
         ramp_time_s: ramp-in time [s]; max_rate_n_s: force-rate limit [N/s].
+        contact_feedback: render the tool's contact force to the hand, on top of guidance
+            (``trials.compensators``); contact_force_scale: hand newtons per newton of
+            contact force, task frame (the mapping's force scale and the safety layer
+            come after).
     """
 
     max_force_n: float = 3.0
     saturation: str = "norm"
     ramp_time_s: float = 0.5
     max_rate_n_s: float = 1000.0
+    contact_feedback: bool = False
+    contact_force_scale: float = 0.02
 
 
 @dataclass(frozen=True)

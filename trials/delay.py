@@ -10,7 +10,8 @@ older than one already received is dropped, as a receiver ordering by timestamp 
 
 Two lines make a trial's link (:class:`DelayedLink`): the **command path** (the slave's
 command: position, velocity, acceleration, task frame) and the **state path** (what the
-operator's side sees of the arm's side: end effector and debris, task frame), each with
+operator's side sees of the arm's side: end effector, debris and the contact force on the
+debris, task frame), each with
 its own draws. Everything is preallocated; a tick copies a few floats.
 """
 
@@ -148,7 +149,9 @@ class DelayedLink:
     """
 
     COMMAND_WIDTH = 9  # position, velocity, acceleration [m, m/s, m/s²]
-    STATE_WIDTH = 15  # end effector position, velocity; debris position, velocity, acceleration
+    #: end effector position, velocity; debris position, velocity, acceleration; the
+    #: contact force on the debris [N] (rendered to the hand with contact feedback)
+    STATE_WIDTH = 18
 
     def __init__(self, config: DelayConfig, dt_s: float, seed: int) -> None:
         self.config = config

@@ -18,6 +18,11 @@ A protocol is a TOML file (or a built-in name such as ``paper-2019``)::
     mix = { novice = 0.5, expert = 0.5 }  # simulated: share of each operator kind
     # ids = ["P01", "P02"]            # human: participant ids
 
+A **phased design** (``[[phases]]``, ``[groups]``, ``[schedule.<name>]``; see
+:mod:`trials.phases`, the built-in ``training-transfer``) runs every participant
+through its phases in order instead of counterbalanced condition blocks
+(:func:`phased_trials`).
+
 Every field is checked on loading; an error names the file, the field and what was
 expected. A relative scenario path in a protocol file is resolved against the protocol
 file's folder when the file is loaded (:func:`load_protocol`), so the loaded
@@ -58,6 +63,17 @@ from scenarios.toml_in import (
 )
 from trials.conditions import CONDITIONS
 from trials.counterbalance import condition_order
+from trials.phases import (
+    GROUP_CONDITION,
+    Group,
+    Phase,
+    ScheduleSpec,
+    check_design,
+    group_of,
+    parse_groups,
+    parse_phases,
+    parse_schedules,
+)
 
 CONTROLLER_ID = "controller"
 _PROTOCOL_KEYS = (
@@ -70,6 +86,9 @@ _PROTOCOL_KEYS = (
     "controller_conditions",
     "controller_repetitions",
     "participants",
+    "groups",
+    "phases",
+    "schedule",
 )
 _PARTICIPANT_KEYS = ("kind", "count", "mix", "ids")
 #: Most repetitions of each condition (``repetitions``, ``controller_repetitions``).
@@ -116,9 +135,22 @@ class Protocol:
     controller_conditions: tuple[str, ...] = ()
     controller_repetitions: int = 1
     source: str = ""
+    groups: tuple[Group, ...] = ()
+    phases: tuple[Phase, ...] = ()
+    schedules: tuple[ScheduleSpec, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Plain data; the fields of a phased design only when it is one (so a plain
+        protocol's record, and its plan's fingerprint, are what they always were)."""
+        data = asdict(self)
+        for key in PHASED_FIELDS:
+            if not data[key]:
+                del data[key]
+        return data
+
+
+#: The :class:`Protocol` fields of a phased design (``trials.phases``).
+PHASED_FIELDS = ("groups", "phases", "schedules")
 
 
 @dataclass(frozen=True)
@@ -132,6 +164,11 @@ class TrialSpec:
         order_index: position of this trial in the participant's session.
         seed: the trial's run seed (:func:`run_seed`); the runner combines it with the
             scenario's seed (:func:`scenarios.seeding.trial_seed`).
+        phase, block, group: a phased design's phase, 0-based block in it, and the
+            participant's group ("" and 0 otherwise; ``trials.phases``).
+        schedule: the guidance schedule of the trial, ``{"name", "params"}`` (empty: the
+            law as designed); the study computes its authority from the participant's
+            earlier trials of that schedule (``trials.study.scheduled_authority``).
     """
 
     trial_id: str
@@ -144,6 +181,10 @@ class TrialSpec:
     seed: int
     order_index: int
     participant_params: dict[str, Any] = field(default_factory=dict)
+    phase: str = ""
+    block: int = 0
+    group: str = ""
+    schedule: dict[str, Any] = field(default_factory=dict)
 
 
 @functools.cache
@@ -222,14 +263,36 @@ def validate_protocol(protocol: Protocol) -> None:
         "controller_repetitions": protocol.controller_repetitions,
         "participants": participants,
     }
+    if protocol.phases:
+        del data["conditions"], data["repetitions"]
+        data["phases"] = [{"name": p.name, "condition": p.condition, "blocks": p.blocks, "trials": p.trials,
+                           **({"scenarios": list(p.scenarios)} if p.scenarios else {})} for p in protocol.phases]
+        if protocol.groups:
+            data["groups"] = {g.name: {"condition": g.condition, **({"schedule": g.schedule} if g.schedule else {})}
+                              for g in protocol.groups}
+        if protocol.schedules:
+            data["schedule"] = {spec.name: spec.as_params() for spec in protocol.schedules}
     _parse(data, protocol.source or f"protocol {protocol.name!r}")
 
 
 def planned_trial_count(protocol: Protocol) -> int:
     """How many trials :func:`plan_trials` plans for ``protocol``."""
+    controller = len(protocol.controller_conditions) * protocol.controller_repetitions * len(protocol.scenarios)
+    if protocol.phases:
+        per_participant = sum(phase.blocks * phase.trials * len(phase.scenarios or protocol.scenarios)
+                              for phase in protocol.phases)
+        return protocol.participants.count * per_participant + controller
     per_scenario = protocol.participants.count * len(protocol.conditions) * protocol.repetitions
-    per_scenario += len(protocol.controller_conditions) * protocol.controller_repetitions
-    return per_scenario * len(protocol.scenarios)
+    return per_scenario * len(protocol.scenarios) + controller
+
+
+def all_scenarios(protocol: Protocol) -> tuple[str, ...]:
+    """Every scenario reference the protocol runs: its ``scenarios``, then the phases'
+    own, each once, in order."""
+    seen = dict.fromkeys(protocol.scenarios)
+    for phase in protocol.phases:
+        seen.update(dict.fromkeys(phase.scenarios))
+    return tuple(seen)
 
 
 class _Fields:
@@ -296,7 +359,22 @@ def _parse(data: dict[str, Any], source: str, base: Path | None = None) -> Proto
     seed = fields.integer("seed", 0, 0, MAX_SEED)
     references = _scenario_references(fields, base)
     scenarios = None if references is None else tuple(resolved for _, resolved in references)
-    conditions = _conditions(fields, "conditions", allow_empty=False)
+    phased = "phases" in data
+    phases, phase_references = _phases(fields, base) if phased else ((), [])
+    groups = parse_groups(problems, data.get("groups")) if phased else ()
+    schedules = parse_schedules(problems, data.get("schedule")) if phased else ()
+    for key in ("groups", "schedule"):
+        if not phased and key in data:
+            fields.fail(key, "this table only with [[phases]] (a phased design)")
+    if phased:
+        for key in ("conditions", "repetitions"):
+            if key in data:
+                fields.fail(key, "no such field in a phased design (each [[phases]] table has its condition, "
+                            "blocks and trials)")
+        if phases is not None and groups is not None and schedules is not None:
+            check_design(problems, phases, groups, schedules)
+    conditions = (_phase_conditions(phases, groups) if phased
+                  else _conditions(fields, "conditions", allow_empty=False))
     controller = _conditions(fields, "controller_conditions", allow_empty=True)
     repetitions = fields.integer("repetitions", 1, 1, MAX_REPETITIONS)
     controller_repetitions = fields.integer("controller_repetitions", 1, 1, MAX_REPETITIONS)
@@ -312,8 +390,12 @@ def _parse(data: dict[str, Any], source: str, base: Path | None = None) -> Proto
         controller_conditions=controller or (),
         controller_repetitions=controller_repetitions,  # type: ignore[arg-type]
         source=source,
+        groups=groups or (),
+        phases=phases or (),
+        schedules=schedules or (),
     )
-    parts = (scenarios, conditions, controller, repetitions, controller_repetitions, participants)
+    parts = (scenarios, conditions, controller, repetitions, controller_repetitions, participants, phases, groups,
+             schedules)
     if all(part is not None for part in parts):
         planned = planned_trial_count(protocol)
         if planned > MAX_PLANNED_TRIALS:
@@ -323,8 +405,43 @@ def _parse(data: dict[str, Any], source: str, base: Path | None = None) -> Proto
             )
     if references is not None:
         _check_scenarios(problems, references)
+    for prefix, phase_refs in phase_references:
+        _check_scenarios(problems, phase_refs, prefix)
     problems.check()
     return protocol
+
+
+def _phases(fields: _Fields, base: Path | None) -> tuple[tuple[Phase, ...] | None, list[tuple[str, Any]]]:
+    """The ``[[phases]]`` with their scenario references resolved as the protocol's
+    (``trials.phases``); and per phase with its own scenarios, (prefix, references)."""
+    parsed = parse_phases(fields.problems, fields.data.get("phases"))
+    if parsed is None:
+        return None, []
+    phases: list[Phase] = []
+    checks: list[tuple[str, Any]] = []
+    ok = True
+    for index, (phase, raw) in enumerate(parsed):
+        if raw is None:
+            phases.append(phase)
+            continue
+        prefix = f"phases[{index}]."
+        references = _scenario_references(_Fields(fields.problems, prefix, {"scenarios": raw}, ("scenarios",)), base)
+        if references is None:
+            ok = False
+            continue
+        checks.append((prefix, references))
+        phases.append(Phase(phase.name, phase.condition, phase.blocks, phase.trials,
+                            tuple(resolved for _, resolved in references)))
+    return (tuple(phases) if ok else None), checks
+
+
+def _phase_conditions(phases: tuple[Phase, ...] | None, groups: tuple[Group, ...] | None) -> tuple[str, ...] | None:
+    """The conditions a phased design runs (registry order)."""
+    if phases is None or groups is None:
+        return None
+    used = {phase.condition for phase in phases if phase.condition != GROUP_CONDITION}
+    used |= {group.condition for group in groups}
+    return tuple(name for name in CONDITIONS.names() if name in used)
 
 
 def _scenario_references(fields: _Fields, base: Path | None) -> tuple[tuple[str, str], ...] | None:
@@ -385,9 +502,10 @@ def _scenario_file(reference: str, base: Path | None) -> str:
     return str(candidate)
 
 
-def _check_scenarios(problems: Problems, references: tuple[tuple[str, str], ...]) -> None:
-    """Load every scenario the protocol names; record their problems under ``scenarios[i]``
-    (a resolved relative path: as written, with `` (resolved: PATH)`` at the end)."""
+def _check_scenarios(problems: Problems, references: tuple[tuple[str, str], ...], prefix: str = "") -> None:
+    """Load every scenario the protocol names; record their problems under
+    ``<prefix>scenarios[i]`` (a resolved relative path: as written, with
+    `` (resolved: PATH)`` at the end)."""
     from trials.vocabulary import load_scenario
 
     for index, (written, resolved) in enumerate(references):
@@ -395,12 +513,12 @@ def _check_scenarios(problems: Problems, references: tuple[tuple[str, str], ...]
             load_scenario(resolved)
         except ScenarioError as error:
             if written == resolved:
-                problems.extend(f"scenarios[{index}]", error)
+                problems.extend(f"{prefix}scenarios[{index}]", error)
                 continue
             for line in problem_lines(error):
                 if line.startswith(f"{resolved}: "):
                     line = f"{written}: {line[len(resolved) + 2:]}"
-                problems.add(f"scenarios[{index}]", f"{line} (resolved: {resolved})")
+                problems.add(f"{prefix}scenarios[{index}]", f"{line} (resolved: {resolved})")
 
 
 def _hint(names: tuple[str, ...], got: object) -> str:
@@ -541,6 +659,9 @@ def plan_trials(
 
     specs: list[TrialSpec] = []
     for index, (pid, kind, params) in enumerate(participants):
+        if protocol.phases:
+            specs += phased_trials(protocol, pid, kind, index, params)
+            continue
         blocks = [
             (condition, repetition, scenario)
             for condition in condition_order(protocol.conditions, index)
@@ -555,6 +676,48 @@ def plan_trials(
                 specs.append(
                     spec(CONTROLLER_ID, "controller", -1, scenario, condition, repetition, repetition, {})
                 )
+    return specs
+
+
+def phased_trials(protocol: Protocol, pid: str, kind: str, index: int, params: dict[str, Any]) -> list[TrialSpec]:
+    """One participant's trials of a phased design (``trials.phases``), in session order:
+    the phases in order; in each, its blocks; in each block, ``trials`` rounds of the
+    phase's scenarios. The participant's group is ``group_of(groups, index)``; in a
+    ``group`` phase the trials take the group's condition and schedule.
+
+    Trial ids: ``<pid>_<phase>_b<block>_<scenario>_<condition>_t<n>`` (1-based block and
+    n, n counting the phase's trials of that scenario); ``repetition`` is n - 1.
+    """
+    group = group_of(protocol.groups, index)
+    schedules = {spec.name: spec.as_params() for spec in protocol.schedules}
+    specs: list[TrialSpec] = []
+    for phase in protocol.phases:
+        own = phase.condition == GROUP_CONDITION
+        condition = group.condition if own and group is not None else phase.condition
+        schedule: dict[str, Any] = {}
+        if own and group is not None and group.schedule:
+            schedule = {"name": group.schedule, "params": schedules.get(group.schedule, {})}
+        for block in range(phase.blocks):
+            for trial in range(phase.trials):
+                for scenario in phase.scenarios or protocol.scenarios:
+                    repetition = block * phase.trials + trial
+                    stem = _scenario_stem(scenario)
+                    specs.append(TrialSpec(
+                        trial_id=f"{pid}_{phase.name}_b{block + 1}_{stem}_{condition}_t{repetition + 1}",
+                        scenario=scenario,
+                        condition=condition,
+                        participant_id=pid,
+                        participant_kind=kind,
+                        participant_index=index,
+                        repetition=repetition,
+                        seed=run_seed(protocol.seed, pid, phase.name, stem, condition, repetition),
+                        order_index=len(specs),
+                        participant_params=params,
+                        phase=phase.name,
+                        block=block,
+                        group="" if group is None else group.name,
+                        schedule=schedule,
+                    ))
     return specs
 
 

@@ -14,7 +14,7 @@ import contextlib
 import logging
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -40,12 +40,15 @@ from scenarios.seeding import trial_seed
 from trials.capture_event import CaptureRules, payload_metadata
 from trials.conditions import CONDITIONS
 from trials.commanders import Commander, ControllerCommander, HapticCommander
+from trials.compensators import Compensator, CompensatorConfig, make_compensator
 from trials.delay import DelayConfig, DelayedLink
 from trials.proximity import ProximityScene
 from trials.recorder import TrialRecorder
 from trials.tick import ServoTick, TickLimits, TrialParts
 
 if TYPE_CHECKING:
+    from trials.behaviours.machine import TaskSpec
+    from trials.behaviours.phase import PostCapturePhase
     from haptics.operators import Operator
     from haptics.safety import SafetyConfig
 
@@ -93,11 +96,23 @@ class TrialRequest:
         delay_s, jitter_s, loss: override the scenario's ``[delay]`` (one-way delay and
             jitter [s], loss probability) of the link between the operator's side and the
             arm's side (``trials.delay``).
+        compensator: overrides the scenario's ``[delay] compensator`` (``none`` |
+            ``predictive`` | ``passivity``, ``trials.compensators``).
+        contact_feedback: overrides the scenario's ``[rendering] contact_feedback``
+            (the tool's contact force rendered to the hand on top of guidance).
         contact: ``physics`` or ``auto`` (the debris as a body with contact physics: in
             the arm's own world when it can hold one, as the in-process plant's can, else
             in a world of its own on this side with a kinematic probe,
             ``robot.debris_world``) or ``proximity`` (the paper's distance test, no
             physics).
+        guidance_authority: the factor on the condition's guidance force
+            (``guidance.law.Scaled``; the fixtures are not scaled), from a guidance
+            schedule (``guidance.schedule``); 1 is the law as designed, negative values
+            augment the error. Recorded as metadata ``guidance_authority`` (null for a
+            condition without guidance).
+        task: the task run after the capture (``trials.behaviours``: a built-in task's
+            name or a task file); None: the scenario's built-in task if a task names it,
+            else none; ``"none"``: none. The task's time limit is added to the trial's.
     """
 
     scenario: str = "paper-2019"
@@ -117,9 +132,13 @@ class TrialRequest:
     arm: str | None = None
     arm_keys: str | None = None
     contact: str = "auto"
+    guidance_authority: float = 1.0
     delay_s: float | None = None
     jitter_s: float | None = None
     loss: float | None = None
+    compensator: str | None = None
+    contact_feedback: bool | None = None
+    task: str | None = None
 
     def resolved_trial_id(self, scenario_name: str) -> str:
         """The trial file's stem: ``trial_id``, or ``<participant>_<scenario>_<condition>_s<seed>``,
@@ -181,6 +200,9 @@ class Trial:
             "outcome": tick.monitor.outcome or None,
             "outcome_at_s": tick.monitor.outcome_at_s if tick.monitor.outcome else None,
             "outcome_reason": tick.monitor.outcome_reason or None,
+            "task": None if tick.post is None else tick.post.task.name,
+            "task_outcome": None if tick.post is None else tick.post.machine.outcome or None,
+            "task_reason": None if tick.post is None else tick.post.machine.reason or None,
         }
         if reached:
             summary["impact_velocity_m_s"] = _impact_velocity(self.recorder, tick.reached_at_s)
@@ -200,7 +222,9 @@ class Trial:
         payload = self.tick.payload
         link = self.tick.link
         return {**self.tick.monitor.metadata(), "payload": None if payload is None else payload_metadata(payload),
-                "link_delay": None if link is None else link.metadata()}
+                "link_delay": None if link is None else link.metadata(),
+                "compensator": None if self.tick.compensator is None else self.tick.compensator.metadata(),
+                "post_capture": None if self.tick.post is None else self.tick.post.metadata()}
 
     def abort(self, reason: str) -> None:
         """Stop after a failure or a user abort; the recorded data is kept, incomplete."""
@@ -266,6 +290,9 @@ def build_trial(request: TrialRequest, out_dir: str | Path) -> Trial:
 
     scenario = load_scenario(request.scenario)
     plan = TrialPlan.of(request, scenario)
+    task = _task(request, scenario)
+    if task is not None:
+        plan = replace(plan, max_ticks=plan.max_ticks + int(round(task.time_limit_s / DT_S)))
     with contextlib.ExitStack() as opened:
         arm = _make_arm(request, scenario, plan.model)
         opened.callback(arm.close)
@@ -276,14 +303,17 @@ def build_trial(request: TrialRequest, out_dir: str | Path) -> Trial:
         slave = SlaveController(plan.model, arm, solver=request.solver, k_p=plan.gains[0], k_d=plan.gains[1],
                                 dt_s=DT_S)
         shoulder_m, reach_m = _shoulder_and_reach(arm)
-        law = _make_law(plan, scenario, device, reach_m)
+        law = _make_law(plan, scenario, device, reach_m, _authority(request))
         commander = (ControllerCommander(scene, scene.contact_radius_m if scene.physical else 0.0, scene.reading)
                      if device is None else _haptic_commander(scenario, device))
         recorder = _make_recorder(request, scenario, plan, law, commander, device, scene, out_dir)
         limits = TickLimits(DT_S, plan.max_ticks, scene.contact_radius_m, plan.end_after_reach_s,
                             _capture_rules(scenario, plan, shoulder_m, reach_m))
         link = _make_link(request, scenario, plan.seed)
-        tick = ServoTick(TrialParts(commander, slave, arm, scene, law, recorder, scene, link), limits)
+        compensator = _make_compensator(request, scenario, plan, link, ee0)
+        post = None if task is None else _make_post(task, arm, scene, shoulder_m, reach_m)
+        tick = ServoTick(TrialParts(commander, slave, arm, scene, law, recorder, scene, link, compensator, post),
+                         limits)
         tick.guidance_state.arm_base_position_m[:] = shoulder_m
         clock = _make_clock(request, device)
         opened.pop_all()
@@ -365,6 +395,35 @@ def debris_spec(scenario: Scenario, motion: TargetMotion, fixture0_m: NDArray[np
     )
 
 
+def _task(request: TrialRequest, scenario: Scenario) -> TaskSpec | None:
+    """The task after the capture: the request's, else the built-in one naming the
+    scenario (``scenarios`` in the task file); ``none``: no task."""
+    from trials.behaviours.machine import load_task, task_for_scenario
+
+    if request.task == "none":
+        return None
+    name = request.task if request.task is not None else task_for_scenario(scenario.name)
+    return None if name is None else load_task(name)
+
+
+def _make_post(task: TaskSpec, arm: ArmBackend, scene: CaptureScene, shoulder_m: NDArray[np.float64],
+               reach_m: float) -> PostCapturePhase:
+    """The post-capture phase of ``task``: its fixtures go into the arm's PyBullet world,
+    which must hold the debris (the in-process plant)."""
+    from trials.behaviours.phase import PostCapturePhase, make_world
+
+    world = None
+    if task.fixtures is not None:
+        client = getattr(arm, "client_id", None)
+        if not (scene.physical and scene.contact_model == "physics" and isinstance(client, int)):
+            raise TrialError(f"task {task.name!r} has fixtures (posts): it needs the debris in the arm's own "
+                             "PyBullet world (the in-process plant, --contact physics or auto)")
+        import pybullet
+
+        world = make_world(task, pybullet, client)
+    return PostCapturePhase(task, DT_S, world, shoulder_m, reach_m)
+
+
 def _make_link(request: TrialRequest, scenario: Scenario, seed: int) -> DelayedLink | None:
     """The delayed link of the scenario's ``[delay]`` (the request's values first), or
     None when there is no delay."""
@@ -378,6 +437,25 @@ def _make_link(request: TrialRequest, scenario: Scenario, seed: int) -> DelayedL
     except ValueError as error:
         raise TrialError(f"delay: {error}") from None
     return DelayedLink(config, DT_S, seed) if config.active else None
+
+
+def _make_compensator(request: TrialRequest, scenario: Scenario, plan: TrialPlan, link: DelayedLink | None,
+                      ee0_m: NDArray[np.float64]) -> Compensator | None:
+    """The compensator of the scenario's ``[delay] compensator`` and ``[rendering]
+    contact_feedback`` (the request's values first); None when there is neither a delay,
+    nor a compensator, nor contact feedback (the tick is then today's)."""
+    rendering = scenario.rendering
+    config = CompensatorConfig(
+        name=scenario.delay.compensator if request.compensator is None else request.compensator,
+        contact_feedback=rendering.contact_feedback if request.contact_feedback is None else request.contact_feedback,
+        contact_force_scale=rendering.contact_force_scale,
+    )
+    if link is None and config.name == "none" and not config.contact_feedback:
+        return None
+    delay = link.config if link is not None else DelayConfig()
+    return make_compensator(config, DT_S, motion=scenario.target_motion(ee0_m), ee0_m=ee0_m, gains=plan.gains,
+                            command_delay_s=delay.delay_s,
+                            history_s=2.0 * delay.delay_s + 6.0 * delay.jitter_s + 0.1)
 
 
 CONTACT_MODES: tuple[str, ...] = ("auto", "physics", "proximity")
@@ -464,7 +542,16 @@ def _simulated_participant(request: TrialRequest, seed: int) -> Operator:
     from haptics.participants import PARTICIPANT_PRESETS, ParticipantParams
 
     if request.participant_params:
-        return HumanOperator(ParticipantParams(**request.participant_params), seed=seed, dt_s=DT_S)
+        # A learning participant's practice before this trial (``trials.study``) is
+        # applied to its parameters (``haptics.learning``: the model's assumption).
+        fields = dict(request.participant_params)
+        practice = fields.pop("practice", None) or {}
+        params = ParticipantParams(**fields)
+        if params.learning:
+            from haptics.learning import practised
+
+            params = practised(params, practice.get("unguided", 0), practice.get("guided", 0))
+        return HumanOperator(params, seed=seed, dt_s=DT_S)
     if request.participant not in PARTICIPANT_PRESETS:
         raise TrialError(
             f"--participant {request.participant!r}: with the simulated device the "
@@ -487,16 +574,20 @@ def _haptic_commander(scenario: Scenario, device: Device) -> HapticCommander:
     return HapticCommander(device, mapping, renderer, hand)
 
 
-def _make_law(plan: TrialPlan, scenario: Scenario, device: Device | None, reach_m: float) -> GuidanceLaw:
-    """The condition's guidance law plus the scenario's forbidden-region fixtures
+def _make_law(plan: TrialPlan, scenario: Scenario, device: Device | None, reach_m: float,
+              authority: float = 1.0) -> GuidanceLaw:
+    """The condition's guidance law, times the guidance ``authority`` (only the law: the
+    fixtures keep their full force), plus the scenario's forbidden-region fixtures
     (device walls, arm reach, joint-limit proximity)."""
     from guidance.fixtures import JointLimitProximity, ReachLimit, WorkspaceWalls
-    from guidance.law import Sum
+    from guidance.law import Scaled, Sum
     from guidance.registry import make_law
 
     law = make_law(plan.law_name, **scenario.guidance.params(plan.law_name))
     if plan.law_name == "ng":
         return law
+    if authority != 1.0:
+        law = Scaled(law, authority)
     fixtures = scenario.fixtures
     rotation = np.array(scenario.mapping.rotation_task_from_device)
     parts: list[GuidanceLaw] = [law]
@@ -511,6 +602,19 @@ def _make_law(plan: TrialPlan, scenario: Scenario, device: Device | None, reach_
     if fixtures.reaction_boundary:
         parts.append(make_law("reaction_boundary", **scenario.guidance.params("reaction_boundary")))
     return parts[0] if len(parts) == 1 else Sum(*parts)
+
+
+def _authority(request: TrialRequest) -> float:
+    """The request's guidance authority, checked (finite, at most
+    ``guidance.schedule.MAX_AUTHORITY`` in magnitude)."""
+    from guidance.schedule import MAX_AUTHORITY
+
+    value = request.guidance_authority
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or abs(value) > MAX_AUTHORITY:
+        raise TrialError(f"the guidance authority must be a number in [-{MAX_AUTHORITY:g}, {MAX_AUTHORITY:g}], "
+                         f"got {value!r}")
+    return float(value)
 
 
 def _shoulder_and_reach(arm: ArmBackend) -> tuple[NDArray[np.float64], float]:
@@ -542,6 +646,7 @@ def _make_recorder(request: TrialRequest, scenario: Scenario, plan: TrialPlan, l
         "repetition": request.repetition,
         "gains": {"slave": {"k_p": k_p, "k_d": k_d, "solver": request.solver}, "law": law.params(),
                   "mapping": mapping},
+        "guidance_authority": None if plan.law_name == "ng" else _authority(request),
         "model": plan.model.name,
         "n_joints": plan.model.n_joints,
         "dt_s": DT_S,

@@ -45,6 +45,7 @@ FIELDS: tuple[tuple[str, int], ...] = (
     ("first_contact_s", 1),  # NaN until the tool first touches the debris
     ("captured_at_s", 1),  # NaN until the tool closes on the debris
     ("sigma_ratio", 1),  # the IK's reaction-singularity gauge (the reactionless margin)
+    ("ghost_ee_position_m", 3),  # the real end effector as it arrived over a delayed link; NaN without one
 )
 #: The flag of each bit of the "flags" field: the trial log's flags, in their order.
 FLAG_BITS = trial_log.FLAGS

@@ -50,7 +50,7 @@ from typing import Any, TextIO
 from capture_trainer import __version__, trial_log
 from capture_trainer.errors import CaptureTrainerError, TrialError
 from capture_trainer.paths import TRIAL_SUFFIX, resolve_inside, trial_file
-from trials.protocol import Protocol, TrialSpec, plan_trials, validate_protocol
+from trials.protocol import Protocol, TrialSpec, all_scenarios, plan_trials, validate_protocol
 from trials.runner import TrialRequest, build_trial
 
 log = logging.getLogger(__name__)
@@ -166,9 +166,9 @@ def study_identity(protocol: Protocol, digests: dict[str, str] | None = None) ->
         protocol: the loaded protocol.
         digests: :func:`scenario_digest` per scenario reference (computed when None).
     """
-    digests = digests if digests is not None else {ref: scenario_digest(ref) for ref in protocol.scenarios}
+    digests = digests if digests is not None else {ref: scenario_digest(ref) for ref in all_scenarios(protocol)}
     fields = {key: value for key, value in protocol.as_dict().items() if key not in _NOT_PLAN}
-    fields["scenario_content"] = [digests[ref] for ref in protocol.scenarios]
+    fields["scenario_content"] = [digests[ref] for ref in all_scenarios(protocol)]
     fields["package_version"] = __version__
     return PlanIdentity(json.loads(json.dumps(fields)))
 
@@ -194,6 +194,8 @@ def trial_identity(protocol: Protocol, spec: TrialSpec, digests: dict[str, str] 
         "run_seed": spec.seed,
         "package_version": __version__,
     }
+    if spec.phase:  # a phased design (plain studies keep their fingerprints)
+        fields.update(phase=spec.phase, block=spec.block, group=spec.group, schedule=spec.schedule)
     return PlanIdentity(json.loads(json.dumps(fields)))
 
 
@@ -293,7 +295,7 @@ def check_folder(protocol: Protocol, specs: list[TrialSpec], out_dir: str | os.P
         ScenarioError: a scenario the protocol names does not exist.
     """
     out = Path(out_dir)
-    digests = {ref: scenario_digest(ref) for ref in protocol.scenarios}
+    digests = {ref: scenario_digest(ref) for ref in all_scenarios(protocol)}
     identity = study_identity(protocol, digests)
     paths = {spec.trial_id: trial_path(out, spec) for spec in specs}
     _check_unique_files(paths)
@@ -463,7 +465,7 @@ def run_study(
 
 
 def run_trial_spec(spec: TrialSpec, study_dir: Path, metadata: dict[str, Any] | None = None, *,
-                   arm: str | None = None, arm_keys: str | None = None) -> dict[str, Any]:
+                   arm: str | None = None, arm_keys: str | None = None, **link: Any) -> dict[str, Any]:
     """Run one planned study trial (a worker process's entry point).
 
     Args:
@@ -471,29 +473,140 @@ def run_trial_spec(spec: TrialSpec, study_dir: Path, metadata: dict[str, Any] | 
         study_dir: the study directory (the file goes to its ``trials/``).
         metadata: entries added to the trial file's metadata (the plan's fingerprint).
         arm, arm_keys: drive an arm server over the link (``TrialRequest.arm``).
+        link: ``TrialRequest`` overrides of the delayed link and its compensator
+            (``delay_s``, ``jitter_s``, ``loss``, ``compensator``, ``contact_feedback``;
+            ``study --delay-ms ...``).
     """
+    schedule = scheduled_authority(spec, Path(study_dir)) if spec.schedule else None
+    practice = participant_practice(spec, Path(study_dir)) if spec.participant_params.get("learning") else None
     request = TrialRequest(
         scenario=spec.scenario,
         condition=spec.condition,
         participant=spec.participant_kind,
         seed=spec.seed,
         trial_id=spec.trial_id,
-        participant_params=spec.participant_params or None,
+        participant_params=(dict(spec.participant_params, practice=practice) if practice is not None
+                            else spec.participant_params or None),
         repetition=spec.repetition,
         arm=arm,
         arm_keys=arm_keys,
+        guidance_authority=1.0 if schedule is None else schedule["authority"],
+        **link,
     )
     trial = build_trial(request, Path(study_dir) / TRIALS_DIR)
+    study_entry: dict[str, Any] = {"order_index": spec.order_index, "participant_index": spec.participant_index}
+    if spec.phase:
+        study_entry.update(phase=spec.phase, block=spec.block, group=spec.group)
     try:
         trial.recorder.update_metadata(
             participant={"id": spec.participant_id, "kind": spec.participant_kind, "params": spec.participant_params},
-            study={"order_index": spec.order_index, "participant_index": spec.participant_index},
+            study=study_entry,
+            **({} if schedule is None else {"guidance_schedule": schedule}),
+            **({} if practice is None else {"participant_model": _participant_model(spec, practice)}),
             **(metadata or {}),
         )
     except CaptureTrainerError as error:
         trial.abort(f"metadata refused: {error}")
         raise
     return trial.run()
+
+
+def participant_practice(spec: TrialSpec, study_dir: Path) -> dict[str, Any]:
+    """A learning simulated participant's practice before ``spec``: its trials in the
+    study's plan (``study.json``) with a smaller ``order_index``, counted per condition
+    and as guided (a condition with a guidance law) or unguided.
+
+    A pure function of the plan (not of results), so every worker computes the same
+    practice and a study stays deterministic per seed (``haptics.learning``).
+
+    Raises:
+        TrialError: ``study.json`` is missing.
+    """
+    from trials.conditions import CONDITIONS
+
+    document = _read_study_file(Path(study_dir))
+    if document is None:
+        raise TrialError(f"{study_dir}: no {STUDY_FILE}; a learning participant's trial needs its study's plan")
+    by_condition: dict[str, int] = {}
+    for entry in document.get("trials", []):
+        if entry.get("participant_id") == spec.participant_id and int(entry.get("order_index", 0)) < spec.order_index:
+            condition = str(entry.get("condition"))
+            by_condition[condition] = by_condition.get(condition, 0) + 1
+    guided = sum(n for condition, n in by_condition.items() if CONDITIONS.get(condition).law != "ng")
+    return {"by_condition": dict(sorted(by_condition.items())), "guided": guided,
+            "unguided": sum(by_condition.values()) - guided}
+
+
+def _participant_model(spec: TrialSpec, practice: dict[str, Any]) -> dict[str, Any]:
+    """The trial's ``participant_model`` metadata (``haptics.learning.participant_model``)."""
+    from haptics.learning import participant_model
+    from haptics.participants import ParticipantParams
+
+    entry = participant_model(ParticipantParams(**spec.participant_params), practice["unguided"], practice["guided"])
+    entry["learning"]["by_condition"] = practice["by_condition"]
+    return entry
+
+
+def trial_error(metadata: dict[str, Any]) -> float:
+    """A finished trial's error for the guidance schedules, from its metadata:
+    ``guidance.schedule.normalised_error`` of ``first_contact.normal_speed_m_s`` over the
+    soft band ``capture_rules.capture_speed_m_s`` (no contact: the cap)."""
+    from guidance.schedule import normalised_error
+    from scenarios.schema import CaptureConfig
+
+    contact = metadata.get("first_contact") or {}
+    rules = metadata.get("capture_rules") or {}
+    soft = rules.get("capture_speed_m_s", CaptureConfig().capture_speed_m_s)
+    speed = contact.get("normal_speed_m_s") if isinstance(contact, dict) else None
+    return normalised_error(speed if isinstance(speed, (int, float)) else None, float(soft))
+
+
+def scheduled_authority(spec: TrialSpec, study_dir: Path) -> dict[str, Any]:
+    """The guidance authority of a scheduled study trial, from the participant's earlier
+    trials of the same schedule (``guidance.schedule.replay`` over their errors).
+
+    The earlier trials are those of ``study.json`` with the same participant and schedule
+    name and a smaller ``order_index``; each one's error is
+    ``guidance.schedule.normalised_error`` of its file's first contact (closing speed
+    over the soft band ``capture_rules.capture_speed_m_s``).
+
+    Returns:
+        ``{"name", "params", "index", "assist", "authority", "errors"}`` (the earlier
+        trials' errors, for an adaptive schedule), recorded as the trial's metadata
+        ``guidance_schedule``.
+
+    Raises:
+        TrialError: ``study.json`` is missing, or an earlier trial's file is missing or
+            incomplete (run the participant's trials in order).
+    """
+    from guidance.schedule import adapts, make_schedule, replay
+
+    name = str(spec.schedule.get("name", ""))
+    params = dict(spec.schedule.get("params") or {})
+    schedule = make_schedule(name, **params)
+    document = _read_study_file(Path(study_dir))
+    if document is None:
+        raise TrialError(f"{study_dir}: no {STUDY_FILE}; a scheduled trial needs its study's plan")
+    earlier = [entry for entry in document.get("trials", [])
+               if entry.get("participant_id") == spec.participant_id
+               and (entry.get("schedule") or {}).get("name") == name
+               and int(entry.get("order_index", 0)) < spec.order_index]
+    earlier.sort(key=lambda entry: int(entry.get("order_index", 0)))
+    errors: list[float] = []
+    for entry in earlier:
+        if not adapts(schedule):
+            errors.append(0.0)  # only the count matters
+            continue
+        path = trial_path(Path(study_dir), TrialSpec(**{k: v for k, v in entry.items()
+                                                         if k in TrialSpec.__dataclass_fields__}))
+        metadata = _complete_metadata(path)
+        if metadata is None:
+            raise TrialError(f"trial {spec.trial_id}: its schedule needs the earlier trial {entry.get('trial_id')} "
+                             "complete first (a participant's trials run in order)")
+        errors.append(trial_error(metadata))
+    step = replay(schedule, errors)[-1]
+    return {"name": name, "params": schedule.params(), "index": step.index, "assist": step.assist,
+            "authority": step.authority, "errors": errors if adapts(schedule) else []}
 
 
 def warm_up_trial(scenario: str, condition: str) -> None:
@@ -571,7 +684,7 @@ def _run_in_workers(todo: list[TrialSpec], out: Path, run_trial: TrialFunction,
     Returns:
         Each worker's start-up [s], from the pool's creation until it was warmed up.
     """
-    chunks = [todo[i:i + chunk_size] for i in range(0, len(todo), chunk_size)]
+    chunks = _chunks(todo, chunk_size)
     context = multiprocessing.get_context("spawn")
     others = set(multiprocessing.active_children())
     pool = ProcessPoolExecutor(max_workers=min(workers, len(chunks)), mp_context=context,
@@ -591,6 +704,19 @@ def _run_in_workers(todo: list[TrialSpec], out: Path, run_trial: TrialFunction,
         raise
     pool.shutdown(wait=True)
     return list(start_up.values())
+
+
+def _chunks(todo: list[TrialSpec], chunk_size: int) -> list[list[TrialSpec]]:
+    """The tasks handed to workers: ``chunk_size`` trials each; but a phased design's
+    trials (``spec.phase``) go as one task per participant, in session order, because a
+    trial's guidance authority (and a learning participant's state) follows from the
+    participant's earlier trials."""
+    if todo and todo[0].phase:
+        by_participant: dict[str, list[TrialSpec]] = {}
+        for spec in todo:
+            by_participant.setdefault(spec.participant_id, []).append(spec)
+        return list(by_participant.values())
+    return [todo[i:i + chunk_size] for i in range(0, len(todo), chunk_size)]
 
 
 #: Where a study's workers run.
@@ -656,7 +782,7 @@ def _run_on_dask(todo: list[TrialSpec], out: Path, run_trial: TrialFunction,
     else:
         client = Client(scheduler)
     pool = client.get_executor(pure=False)
-    chunks = [todo[i:i + chunk_size] for i in range(0, len(todo), chunk_size)]
+    chunks = _chunks(todo, chunk_size)
     pending: dict[Future[_ChunkDone], list[TrialSpec]] = {}
     start_up: dict[int, float] = {}
     try:

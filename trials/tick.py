@@ -25,7 +25,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -41,8 +41,12 @@ from scenarios.motion import TargetMotion
 from trials.capture_event import CaptureMonitor, CaptureRules
 from trials.commanders import (BIT_CAPTURED, BIT_CONTACT, BIT_FAULT, BIT_LIMITED, BIT_REPLAN, BIT_SINGULAR,
                                Commander)
+from trials.compensators import Compensator
 from trials.delay import DelayedLink, DelayLine
 from trials.proximity import ProximityScene
+
+if TYPE_CHECKING:
+    from trials.behaviours.phase import PostCapturePhase
 
 #: Stage names, in tick order, for the per-stage timing of ``capture-trainer bench servo``.
 STAGES = ("device", "slave", "plant", "target", "capture", "guidance", "render", "command", "record")
@@ -88,6 +92,12 @@ class TrialParts:
             :class:`trials.proximity.ProximityScene` on ``target``.
         link: the delayed link between the operator's side and the arm's side
             (:class:`trials.delay.DelayedLink`); None: no delay.
+        compensator: what the operator's side makes of the delayed state and the contact
+            force (:mod:`trials.compensators`); None: neither delay compensation nor
+            contact feedback.
+        post: the behaviours after the capture (:mod:`trials.behaviours.phase`: the
+            admittance controller, the fixtures, the task machine); None: the commander
+            keeps commanding after the capture.
     """
 
     commander: Commander
@@ -98,6 +108,8 @@ class TrialParts:
     recorder: TickRecorder
     scene: CaptureScene | None = None
     link: DelayedLink | None = None
+    compensator: Compensator | None = None
+    post: PostCapturePhase | None = None
 
 
 @dataclass(frozen=True)
@@ -172,7 +184,12 @@ class ServoTick:
         self._sigma = np.ones(1)
         self._cmd_pos, self._cmd_vel, self._cmd_acc = np.zeros(3), np.zeros(3), np.zeros(3)
         self.link = parts.link
+        self.compensator = parts.compensator
         self._guide = np.zeros(3)
+        self._contact_hand = np.zeros(3)
+        # the force felt: guidance alone (the same array), or guidance plus contact feedback
+        feedback = self.compensator is not None and self.compensator.contact_force_scale > 0.0
+        self._felt = np.zeros(3) if feedback else self._guide
         self._last_publish_wall_s = 0.0
         self._last_publish_k = 0
         self._worst_period_s = 0.0
@@ -183,6 +200,9 @@ class ServoTick:
         self._status: SlaveStatus = parts.slave.status
         self.ee0_m = self._m.ee_position_m.copy()
         self.scene: CaptureScene = parts.scene or ProximityScene(parts.target, limits.target_radius_m)
+        #: the contact pushes the arm itself (the debris in the arm's own world), so the
+        #: slave's dynamics take the contact force on the tool into account
+        self._pushes_arm = getattr(self.scene, "contact_model", "") == "physics"
         self.monitor = CaptureMonitor(limits.capture_rules())
         self.payload: Payload | None = None
         self._reading = self.scene.reading
@@ -195,6 +215,8 @@ class ServoTick:
         parts.commander.start(self.ee0_m)
         self.guidance_state = GuidanceState.for_joints(parts.arm.n_joints)
         self._row_parts: tuple[NDArray[np.float64], ...] = ()
+        self.post = parts.post
+        self._post_row = parts.post.row if parts.post is not None else np.array(trial_log.POST_CAPTURE_IDLE)
         self._share(self._m)
         self._stages = (self._command, self._slave, self._plant, self._target, self._capture, self._guidance,
                         self._render, self._actuate, self._record)
@@ -210,17 +232,22 @@ class ServoTick:
             return
         self._slave_cmd = (m.ee_position_m.copy(), np.zeros(3), np.zeros(3))
         self._seen = np.concatenate((m.ee_position_m, m.ee_velocity_m_s, self._target_pos, self._target_vel,
-                                     self._target_acc))
+                                     self._target_acc, self._reading.force_on_debris_n))
+        # a predicting compensator keeps what arrived (the ghost) apart from what it shows
+        predicts = self.compensator is not None and self.compensator.predicts
+        self._delayed = self._seen.copy() if predicts else self._seen
+        self._delayed_views = tuple(self._delayed[3 * i:3 * i + 3] for i in range(6))
         self._command_out = np.zeros(DelayedLink.COMMAND_WIDTH)
         self._state_out = np.zeros(DelayedLink.STATE_WIDTH)
 
     def _seen_parts(self, m: ArmMeasurement) -> tuple[NDArray[np.float64], ...]:
         """End effector and debris as the operator's side sees them (position, velocity;
-        position, velocity, acceleration)."""
+        position, velocity, acceleration; the contact force on the debris)."""
         if self.link is None:
-            return (m.ee_position_m, m.ee_velocity_m_s, self._target_pos, self._target_vel, self._target_acc)
+            return (m.ee_position_m, m.ee_velocity_m_s, self._target_pos, self._target_vel, self._target_acc,
+                    self._reading.force_on_debris_n)
         seen = self._seen
-        return (seen[0:3], seen[3:6], seen[6:9], seen[9:12], seen[12:15])
+        return (seen[0:3], seen[3:6], seen[6:9], seen[9:12], seen[12:15], seen[15:18])
 
     def _share(self, m: ArmMeasurement) -> None:
         """Point the guidance state and the recorder's row parts at the arrays the stages
@@ -230,7 +257,7 @@ class ServoTick:
         commander, state = self.parts.commander, self.guidance_state
         seen = self._seen_views = self._seen_parts(m)
         state.ee_position_m, state.ee_velocity_m_s = seen[0], seen[1]
-        state.target_position_m, state.target_velocity_m_s, state.target_acceleration_m_s2 = seen[2:]
+        state.target_position_m, state.target_velocity_m_s, state.target_acceleration_m_s2 = seen[2:5]
         state.device_position_m, state.device_velocity_m_s = commander.device_position_m, commander.device_velocity_m_s
         state.hand_force_n = commander.hand_force_n
         state.joint_position_rad = m.q_rad
@@ -241,7 +268,7 @@ class ServoTick:
             self._slave_cmd[0], self._slave_cmd[1], commander.device_position_m, commander.device_velocity_m_s, self._guide,
             commander.calculated_dev_n, commander.actuated_dev_n, m.base_torque_n_m, m.base_attitude_rad,
             m.base_angular_velocity_rad_s, self._sigma, m.q_rad, m.qd_rad_s, self._reading.force_on_debris_n,
-            self._reading.angular_velocity_rad_s,
+            self._reading.angular_velocity_rad_s, self._post_row,
         )
         self._m = m
 
@@ -267,10 +294,16 @@ class ServoTick:
         if self.link is not None:
             self._cross(self.link.command, self._t, (self._cmd_pos, self._cmd_vel, self._cmd_acc),
                         self._command_out, self._slave_cmd)
+        if self.post is not None and self.post.active:  # after the capture the behaviours command, arm side
+            self.post.command(self._t, self._m, self._status, *self._slave_cmd)
 
     def _slave(self) -> None:
         x, v, a = self._slave_cmd
-        self._status = self.parts.slave.step(self._t, x, v, a)
+        slave = self.parts.slave
+        if self._pushes_arm and not self._reading.attached:  # the contact force on the tool, coming step
+            np.negative(self._reading.force_on_debris_n, out=slave.external_force_n)
+            slave.external_point_m[:] = self._reading.contact_point_m
+        self._status = slave.step(self._t, x, v, a)
         self._sigma[0] = self._status.sigma_ratio
 
     def _plant(self) -> None:
@@ -287,8 +320,13 @@ class ServoTick:
         self.scene.read(self._t_next_s, m.ee_position_m, m.ee_velocity_m_s)
         if self.link is not None:
             self._cross(self.link.state, self._t_next_s, (m.ee_position_m, m.ee_velocity_m_s, self._target_pos,
-                                                          self._target_vel, self._target_acc),
-                        self._state_out, self._seen_views)
+                                                          self._target_vel, self._target_acc,
+                                                          self._reading.force_on_debris_n),
+                        self._state_out, self._delayed_views)
+            compensator = self.compensator
+            if compensator is not None and compensator.predicts:
+                compensator.view(self._t_next_s, (self._cmd_pos, self._cmd_vel, self._cmd_acc),
+                                 self._delayed_views, self.link.state.age_s, self._seen_views)
 
     @staticmethod
     def _cross(line: DelayLine, t_s: float, sent: tuple[NDArray[np.float64], ...], buffer: NDArray[np.float64],
@@ -307,16 +345,32 @@ class ServoTick:
             self.payload = self.scene.attach()
             self.parts.slave.attach_payload(self.payload)
             self.parts.commander.captured(self._t_next_s, m.ee_position_m, m.ee_velocity_m_s)
+            if self.post is not None:
+                scene = self.scene if hasattr(self.scene, "apply_payload_force") else None
+                self.post.captured(self._t_next_s, m, self._status, scene, self.payload.mass_kg)  # type: ignore[arg-type]
 
     def _guidance(self) -> None:
         self.guidance_state.t_s = self._t_next_s
         self._guide[:] = self.parts.law.force(self.guidance_state)
+        if self._felt is not self._guide:
+            self._contact_feedback()
+
+    def _contact_feedback(self) -> None:
+        """Guidance plus the contact force on the tool as the operator's side has it
+        (``−force_on_debris``, scaled), observed and shaped by the compensator on the
+        hand's motion (the command position, task frame)."""
+        compensator = self.compensator
+        assert compensator is not None
+        contact = self._contact_hand
+        np.multiply(self._seen_views[5], -compensator.contact_force_scale, out=contact)
+        compensator.shape(self._t_next_s, contact, self._cmd_pos)
+        np.add(self._guide, contact, out=self._felt)
 
     def _render(self) -> None:
-        self.parts.commander.render(self._guide)
+        self.parts.commander.render(self._felt)
 
     def _actuate(self) -> None:
-        ee, ee_v, target, target_v, _ = self._seen_views
+        ee, ee_v, target, target_v, _, _ = self._seen_views
         self.parts.commander.actuate(self._t_next_s, target, target_v, ee, ee_v)
 
     def _record(self) -> None:
@@ -346,6 +400,11 @@ class ServoTick:
             self.end_reason = "write_failed"
             self.parts.commander.zero_force()
             return False
+        if self.post is not None and self.post.active:  # the task after the capture sets the end
+            if self.post.over(t_next):
+                self.end_reason = "task_done"
+                return False
+            return self.k < self.max_ticks
         if self.monitor.over(t_next):
             self.end_reason = "capture_window_done" if self.monitor.touched else "left_reach"
             return False
@@ -353,6 +412,8 @@ class ServoTick:
 
     def finish_outcome(self, aborted_reason: str | None = None) -> str:
         """Decide the trial's outcome (once; ``trials.capture_event``): call when it is over."""
+        if self.post is not None:
+            self.post.abort(aborted_reason or f"the trial ended ({self.end_reason})")
         if aborted_reason is None and self.end_reason in ("write_failed", "fault"):
             aborted_reason = self.end_reason
         if aborted_reason is None and self.fault is not None:
@@ -389,6 +450,7 @@ class ServoTick:
         values[field["first_contact_s"]] = self.monitor.first_contact_s
         values[field["captured_at_s"]] = self.monitor.captured_at_s
         values[field["sigma_ratio"]] = self._sigma[0]
+        values[field["ghost_ee_position_m"]] = self._delayed_views[0] if self.link is not None else math.nan
         values[field["links"]] = self.parts.arm.link_positions_m().ravel()
         now = time.perf_counter()
         if self._last_publish_wall_s > 0.0:

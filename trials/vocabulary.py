@@ -15,9 +15,10 @@ from scenarios.generator import random_scenario as _random_scenario
 from scenarios.loader import load_scenario as _load_scenario
 from scenarios.loader import loads_scenario as _loads_scenario
 from scenarios.schema import Scenario, Vocabulary
+from trials.compensators import COMPENSATORS
 
-#: Manipulator models and guidance laws, by their own registries.
-SCENARIO_VOCABULARY = Vocabulary(models=MODELS, laws=LAWS)
+#: Manipulator models, guidance laws and delay compensators, by their own registries.
+SCENARIO_VOCABULARY = Vocabulary(models=MODELS, laws=LAWS, compensators=COMPENSATORS)
 
 
 def load_scenario(path_or_name: str | Path) -> Scenario:

@@ -82,7 +82,18 @@ def run_analyze(args: argparse.Namespace) -> int:
     if args.json:
         if report_path is not None:
             print(f"wrote {report_path}", file=sys.stderr)
-        print(json.dumps(json_summary(study.table), allow_nan=False))
+        summary = json_summary(study.table)
+        from analysis import training
+
+        if training.is_training_design(study.design):  # a phased design: curves and effects too
+            summary["training"] = training.training_json(training.training_table(study))
+        from analysis.behaviours import post_capture_json
+        from capture_trainer.trial_log import read_metadata
+
+        behaviours = post_capture_json((trial_id, read_metadata(path)) for trial_id, path in study.paths.items())
+        if behaviours is not None:  # trials that ran a task after the capture
+            summary["post_capture"] = behaviours
+        print(json.dumps(summary, allow_nan=False))
     else:
         print(report_path)
     return 0

@@ -176,3 +176,32 @@ def delay_request(args: argparse.Namespace) -> DelayFields:
     return {"delay_s": None if args.delay_ms is None else args.delay_ms * 1e-3,
             "jitter_s": None if args.jitter_ms is None else args.jitter_ms * 1e-3,
             "loss": args.loss}
+
+
+#: ``--contact-feedback`` values.
+ON_OFF = {"on": True, "off": False}
+
+
+def compensator_options(parser: argparse.ArgumentParser) -> None:
+    """``--compensator`` and ``--contact-feedback``: what the operator's side makes of the
+    delay and whether the hand feels the contact (read back by :func:`compensator_request`)."""
+    from trials.compensators import COMPENSATORS
+
+    parser.add_argument("--compensator", choices=COMPENSATORS.names(),
+                        help="delay compensator (overrides the scenario's [delay] compensator; docs/delay.md)")
+    parser.add_argument("--contact-feedback", choices=tuple(ON_OFF),
+                        help="render the tool's contact force to the hand on top of guidance (overrides the "
+                        "scenario's [rendering] contact_feedback)")
+
+
+class CompensatorFields(TypedDict):
+    """The ``TrialRequest`` fields of the compensator options."""
+
+    compensator: str | None
+    contact_feedback: bool | None
+
+
+def compensator_request(args: argparse.Namespace) -> CompensatorFields:
+    """The compensator options as ``TrialRequest`` fields (None: the scenario's)."""
+    return {"compensator": args.compensator,
+            "contact_feedback": None if args.contact_feedback is None else ON_OFF[args.contact_feedback]}

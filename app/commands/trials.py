@@ -6,7 +6,7 @@ import argparse
 import functools
 import json
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from app.commands import arguments
 from capture_trainer.errors import TrialError
@@ -47,6 +47,11 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                      help="contact physics with the debris as a body (auto: when the arm's world can "
                      "simulate it, i.e. not over --arm) or the paper's proximity test")
     arguments.delay_options(run)
+    arguments.compensator_options(run)
+    run.add_argument("--task", metavar="TASK",
+                     help="the behaviours after the capture (docs/behaviours.md): a built-in task "
+                     "(`capture-trainer tasks`), a task .toml path, or none; default: the built-in task "
+                     "that names the scenario, if any")
     run.add_argument("--json", action="store_true", help="print the trial summary as JSON")
     arguments.arm_options(run)
     run.set_defaults(handler=_run)
@@ -70,6 +75,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     )
     _executor_options(study)
     arguments.arm_options(study)
+    arguments.delay_options(study)
+    arguments.compensator_options(study)
     study.set_defaults(handler=_study)
 
     sweep = subparsers.add_parser(
@@ -93,6 +100,11 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     protocols.add_argument("name", nargs="?", help="show this protocol")
     protocols.set_defaults(handler=_protocols)
 
+    tasks = subparsers.add_parser("tasks", help="list the built-in post-capture tasks and the behaviours",
+                                  description="The task state machines `run --task` takes (docs/behaviours.md).")
+    tasks.add_argument("name", nargs="?", help="show this task (built-in name or .toml path) as JSON")
+    tasks.set_defaults(handler=_tasks)
+
     demo = subparsers.add_parser(
         "demo",
         help="the main job: the paper-2019 study headless, then its report",
@@ -108,6 +120,10 @@ def _run(args: argparse.Namespace) -> int:
     from trials.vocabulary import load_scenario
 
     load_scenario(args.scenario)  # every problem of the scenario, before the simulation is loaded
+    if args.task not in (None, "none"):
+        from trials.behaviours.machine import load_task
+
+        load_task(args.task)  # every problem of the task file, too
     from trials.runner import TrialRequest, run_trial
 
     summary = run_trial(
@@ -122,7 +138,9 @@ def _run(args: argparse.Namespace) -> int:
             arm=args.arm,
             arm_keys=args.keys,
             contact=args.contact,
+            task=args.task,
             **arguments.delay_request(args),
+            **arguments.compensator_request(args),
         ),
         args.out,
     )
@@ -131,6 +149,8 @@ def _run(args: argparse.Namespace) -> int:
     else:
         print(f"trial written to {summary['path']}")
         print(f"  outcome: {summary.get('outcome')} ({summary.get('outcome_reason')})")
+        if summary.get("task"):
+            print(f"  task {summary['task']}: {summary.get('task_outcome')} ({summary.get('task_reason')})")
         for key in ("end_reason", "time_to_reach_s", "impact_velocity_m_s", "wall_s"):
             print(f"  {key}: {summary.get(key)}")
     return 0
@@ -153,7 +173,10 @@ def _study(args: argparse.Namespace) -> int:
     if args.arm is not None:
         if args.workers != 1:
             raise TrialError("--arm: an arm server runs one session at a time; use --workers 1")
-        trial_function = functools.partial(run_trial_spec, arm=args.arm, arm_keys=args.keys)
+    overrides: dict[str, Any] = {**arguments.delay_request(args), **arguments.compensator_request(args)}
+    link = {key: value for key, value in overrides.items() if value is not None}
+    if args.arm is not None or link:
+        trial_function = functools.partial(run_trial_spec, arm=args.arm, arm_keys=args.keys, **link)
     try:
         if args.arm is not None and args.executor != "local":
             raise TrialError("--arm: an arm server runs one session at a time; use the local executor")
@@ -206,10 +229,26 @@ def _protocols(args: argparse.Namespace) -> int:
     from trials.protocol import builtin_protocol_names, load_protocol
 
     if args.name is None:
+        width = max(16, *(len(name) for name in builtin_protocol_names()))
         for name in builtin_protocol_names():
-            print(f"{name:<16} {load_protocol(name).description}")
+            print(f"{name:<{width}} {load_protocol(name).description}")
         return 0
     print(json.dumps(load_protocol(args.name).as_dict(), indent=2))
+    return 0
+
+
+def _tasks(args: argparse.Namespace) -> int:
+    from trials.behaviours import BEHAVIOURS
+    from trials.behaviours.machine import TASKS, load_task
+
+    if args.name is not None:
+        print(json.dumps(load_task(args.name).as_dict(), indent=2, default=str))
+        return 0
+    for name in TASKS.names():
+        task = load_task(name)
+        after = f" (after {', '.join(task.scenarios)})" if task.scenarios else ""
+        print(f"{name:<16} {task.description}{after}")
+    print(f"behaviours: {', '.join(BEHAVIOURS.names())}")
     return 0
 
 

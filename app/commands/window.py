@@ -30,7 +30,11 @@ def _window_options(parser: argparse.ArgumentParser, device_required: bool = Fal
             "person's (a person: mouse or openhaptics; simulated: recorded as a simulated kind)",
         )
     else:
-        parser.add_argument("--device", choices=BACKENDS.names(), default="simulated", help=device_help)
+        parser.add_argument(
+            "--device", choices=BACKENDS.names(), default=None,
+            help=device_help + "; default: openhaptics when a Touch answers, else mouse (a device "
+            "you drive yourself; the simulated device moves by itself, for watching)",
+        )
     parser.add_argument(
         "--participant-kind", choices=PARTICIPANT_PRESETS.names(),
         help=f"the simulated participant's kind, only with --device simulated (default {DEFAULT_KIND})",
@@ -51,6 +55,11 @@ def _window_options(parser: argparse.ArgumentParser, device_required: bool = Fal
                         help="save the window once an attempt reaches --screenshot-at")
     parser.add_argument("--screenshot-at", type=arguments.number(0.0, arguments.MAX_DURATION_S), default=1.0,
                         metavar="S")
+    parser.add_argument("--experimenter", action="store_true",
+                        help="start in the experimenter's view (servo rate, overruns, base "
+                        "disturbance, data-quality flags per trial); the E key toggles it")
+    parser.add_argument("--countdown", type=arguments.number(0.0, 60.0), metavar="S",
+                        help="countdown before each attempt [s] (default 3, none with --auto)")
     arguments.arm_options(parser)
     arguments.delay_options(parser)
 
@@ -79,6 +88,12 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     )
     train.add_argument("--quit-when-done", action="store_true",
                        help="close the window after the --auto attempts")
+    from guidance.schedule import SCHEDULES
+
+    train.add_argument("--schedule", choices=SCHEDULES.names(),
+                       help="the trainee's guidance schedule (kept in the trainee database): the share of the "
+                       "guidance force felt in guided attempts; fading withdraws it as the captures get softer "
+                       "(see docs/guidance.md)")
     train.set_defaults(handler=_train)
 
     session = subparsers.add_parser(
@@ -99,6 +114,25 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     session.add_argument("--auto-trials", type=arguments.integer(0, 100_000), default=0, metavar="N",
                          help="run N pending trials without key presses, then close")
     session.set_defaults(handler=_session)
+
+
+def default_device() -> str:
+    """The trainee's device when ``--device`` is not given: a Touch when one answers
+    (``haptics.backends.probe``), else the mouse: practice is something the trainee drives,
+    not a simulated participant to watch (``--device simulated`` stays selectable)."""
+    from haptics.backends import probe
+
+    available, _ = probe("openhaptics")
+    return "openhaptics" if available else "mouse"
+
+
+def _device(args: argparse.Namespace) -> str:
+    device: str | None = args.device
+    if device is None:
+        # asking for a simulated participant's kind is asking for the simulated device
+        device = "simulated" if args.participant_kind is not None else default_device()
+        args.device = device
+    return device
 
 
 def _kind(args: argparse.Namespace) -> str:
@@ -123,9 +157,11 @@ def _data_dir(args: argparse.Namespace) -> Path:
 def _config(args: argparse.Namespace, **extra: Any) -> WindowConfig:
     from app.ui.window import WindowConfig
 
+    device = _device(args)
     return WindowConfig(
-        device=args.device,
+        device=device,
         participant_kind=_kind(args),
+        experimenter=args.experimenter,
         view=args.view,
         fps=args.fps,
         stop_after_s=args.stop_after,
@@ -133,6 +169,7 @@ def _config(args: argparse.Namespace, **extra: Any) -> WindowConfig:
         screenshot_at_s=args.screenshot_at,
         arm=args.arm,
         arm_keys=args.keys,
+        countdown_s=args.countdown,
         **arguments.delay_request(args),
         **extra,
     )
@@ -152,7 +189,7 @@ def _train(args: argparse.Namespace) -> int:
     config = _config(
         args, scenario=args.scenario, out_dir=args.out or _data_dir(args) / "trainer",
         db_path=args.db, trainee=args.trainee,
-        auto=auto, quit_when_done=args.quit_when_done,
+        auto=auto, quit_when_done=args.quit_when_done, schedule=args.schedule,
     )
     results = run_trainer(config)
     _print_results(results)

@@ -126,6 +126,9 @@ class AttemptSpec:
         out_dir: directory of the trial file (``<out_dir>/<trial_id>.parquet``).
         metadata: entries added to the trial file's metadata after the build (e.g. the
             study's ``participant`` and ``study`` entries, as ``run_trial_spec`` does).
+        countdown_s: after the build, hold this long [s] before the first tick (the
+            window's countdown); a preview snapshot (phase ``idle``) is published first so
+            the window can draw the scene, and Esc during the hold aborts the attempt.
         Other fields: as ``trials.runner.TrialRequest``; ``paced`` is always True here
         (a person watches).
     """
@@ -148,6 +151,8 @@ class AttemptSpec:
     delay_s: float | None = None
     jitter_s: float | None = None
     loss: float | None = None
+    countdown_s: float = 0.0
+    guidance_authority: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -410,7 +415,12 @@ def _run_attempt(
     snapshot = SharedSnapshot(SnapshotLayout(trial.n_joints))
     try:
         trial.attach_snapshot(snapshot, every_n_ticks=options.snapshot_every)
-        conn.send(("started", {**_describe(trial, snapshot, spec), "priority": priority}))
+        described = _describe(trial, snapshot, spec)
+        _preview(trial, snapshot)
+        if options.input_name is not None and spec.device == "mouse":
+            _park_pointer(options.input_name, described.get("device_start_m"))
+        conn.send(("started", {**described, "priority": priority}))
+        _hold(control, spec.countdown_s)
         columns = None
         if options.publish_joints and trial.n_joints <= MAX_JOINTS:
             recorder = trial.recorder
@@ -484,7 +494,98 @@ def _describe(trial: Any, snapshot: Any, spec: AttemptSpec) -> dict[str, Any]:
         "model": scenario.robot.model,
         "target_radius_m": float(scenario.target.radius_m),
         "duration_s": trial.max_ticks * 1e-3,
+        **_task_figures(trial),
     }
+
+
+def _park_pointer(input_name: str, start_m: Any) -> None:
+    """Put the window's pointer stylus at the centred start (engaged) before the first
+    tick, which anchors the mapping there; the window writes the same position until the
+    attempt runs (it writes nothing before it has heard ``started``)."""
+    if start_m is None:
+        return
+    from haptics.device import BUTTON_ENGAGE
+    from haptics.shared_input import SharedInput
+
+    pointer = SharedInput(input_name)
+    try:
+        x, y, z = (float(v) for v in start_m)
+        pointer.write((x, y, z), BUTTON_ENGAGE)
+    finally:
+        pointer.close()
+
+
+def _hold(control: Any, seconds: float) -> None:
+    """Wait ``seconds`` [s] before the first tick (the countdown), or until the abort flag."""
+    deadline = time.monotonic() + max(0.0, seconds)
+    while control[ABORT] == 0.0 and (left := deadline - time.monotonic()) > 0.0:
+        time.sleep(min(left, 0.01))
+
+
+def _preview(trial: Any, snapshot: Any) -> None:
+    """Publish the scene before the first tick (phase ``idle``: the countdown), so that the
+    window draws the arm and the debris where they start. Outside the tick; the first tick
+    overwrites every field."""
+    import numpy as np
+
+    try:
+        ee = np.asarray(trial.arm.measure().ee_position_m, dtype=float)
+        motion = trial.scenario.target_motion(ee)
+        position, velocity, _ = motion.sample(np.zeros(1))
+        values, field_ = snapshot.staging, snapshot.offsets
+        values[:] = 0.0
+        values[field_["ee_position_m"]] = ee
+        values[field_["command_position_m"]] = ee
+        values[field_["target_position_m"]] = position[0]
+        values[field_["target_velocity_m_s"]] = velocity[0]
+        values[field_["distance_m"]] = float(np.linalg.norm(position[0] - ee)) - trial.scenario.target.radius_m
+        # NaN: "none yet" (and the delayed link's ghost slot: "no link")
+        for name in ("reached_at_s", "first_contact_s", "captured_at_s", "sigma_ratio", "ghost_ee_position_m"):
+            if name in field_:
+                values[field_[name]] = math.nan
+        values[field_["phase"]] = 0.0
+        values[field_["links"]] = np.asarray(trial.arm.link_positions_m(), dtype=float).ravel()
+        snapshot.publish()
+    except Exception as error:  # noqa: BLE001 - a preview only: the first tick draws the scene
+        log.debug("preview snapshot failed: %s", error)
+
+
+def _task_figures(trial: Any) -> dict[str, Any]:
+    """What the window needs to scale its gauges and, with a pointer, to map it onto the
+    capture task: the soft band, the debris' speed, the start gap, the post-contact window,
+    and the workspace mapping (scale, rotation, the end effector's start ``ee0_m`` and the
+    centred stylus start ``device_start_m``, :func:`trials.runner.device_start_position`)."""
+    import numpy as np
+
+    scenario = trial.scenario
+    target = scenario.target
+    figures: dict[str, Any] = {
+        "capture_speed_m_s": float(scenario.capture.capture_speed_m_s),
+        "post_capture_window_s": float(scenario.capture.post_capture_window_s),
+        "target_speed_m_s": float(np.linalg.norm(target.velocity_m_s)
+                                  + np.linalg.norm(target.angular_velocity_rad_s) * np.linalg.norm(target.lever_arm_m)),
+        "start_gap_m": float(np.linalg.norm(target.start_offset_m) - target.radius_m),
+    }
+    try:
+        from trials.runner import device_start_position
+
+        ee0 = np.asarray(trial.arm.measure().ee_position_m, dtype=float)
+        spec = trial.device.spec if trial.device is not None else None
+        mapping = scenario.mapping
+        figures.update({
+            "ee0_m": [float(v) for v in ee0],
+            "position_scale": float(mapping.position_scale),
+            "rotation_task_from_device": [[float(v) for v in row] for row in mapping.rotation_task_from_device],
+        })
+        if spec is not None:
+            figures.update({
+                "workspace_min_m": [float(v) for v in spec.workspace_min_m],
+                "workspace_max_m": [float(v) for v in spec.workspace_max_m],
+                "device_start_m": [float(v) for v in device_start_position(scenario, ee0, spec)],
+            })
+    except Exception as error:  # noqa: BLE001 - the window then draws no workspace
+        log.debug("task figures: %s", error)
+    return figures
 
 
 def _metrics(path: str | None) -> dict[str, Any]:
@@ -655,3 +756,59 @@ class ServoMonitor:
             attempt=servo_health(self.nominal_hz, stats.worst_period_ms, nominal_hz=self.nominal_hz)
             if self._windows else ServoHealth("idle"),
         )
+
+
+# -- data quality per trial (the experimenter's view) ---------------------------------
+
+
+@dataclass(frozen=True)
+class QualityFlag:
+    """One data-quality remark on a trial: ``level`` ``warn`` or ``bad``, and the text."""
+
+    level: str
+    text: str
+
+
+def data_quality(timing: dict[str, Any], priority: str, operator: str, status: str = "finished",
+                 nominal_hz: float = NOMINAL_RATE_HZ) -> list[QualityFlag]:
+    """What may make one trial's data less trustworthy, from the servo's own figures.
+
+    Args:
+        timing: the trial clock's summary (``haptics.timing``: ``rate_hz``,
+            ``overruns``, ``max_period_ms``, ``periods``).
+        priority: what the servo process got (``realtime``, ``high``, ``normal``; "").
+        operator: ``person``, or the simulated participant's kind.
+        status: ``finished``, ``aborted`` or ``error``.
+
+    Flags (empty list: nothing to remark): a stall (a period over
+    :data:`STALL_PERIOD_MS`, the force watchdog's deadline), overruns (periods over
+    1.5 ms), a mean rate under :data:`WARN_RATE_FRACTION` of nominal, no real-time
+    priority, a simulated participant (not a person), an incomplete trial file.
+    """
+    flags: list[QualityFlag] = []
+    worst = _number(timing.get("max_period_ms"))
+    count = _number(timing.get("overruns"))
+    overruns = int(count) if math.isfinite(count) else 0
+    rate = _number(timing.get("rate_hz"))
+    if worst > STALL_PERIOD_MS:
+        flags.append(QualityFlag("bad", f"stall: the longest servo period was {worst:.0f} ms"))
+    if overruns:
+        flags.append(QualityFlag("warn", f"{overruns} servo overrun{'s' if overruns != 1 else ''} "
+                                 f"(periods over {OVERRUN_S * 1e3:.1f} ms)"))
+    if rate > 0.0 and rate < WARN_RATE_FRACTION * nominal_hz:
+        flags.append(QualityFlag("warn", f"mean servo rate {rate:.0f} Hz (nominal {nominal_hz:.0f} Hz)"))
+    if priority and priority != "realtime":
+        flags.append(QualityFlag("warn", f"no real-time priority (the servo ran at {priority} priority)"))
+    if operator != "person":
+        flags.append(QualityFlag("warn", f"simulated participant ({operator}), not a person"))
+    if status != "finished":
+        flags.append(QualityFlag("bad", f"trial {status}: its file is incomplete"))
+    return flags
+
+
+def _number(value: Any) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return math.nan
+    return number if math.isfinite(number) else math.nan

@@ -38,7 +38,7 @@ from typing import Any
 from app.ui.data import normalise_name
 from capture_trainer.errors import TrialError
 from trials.counterbalance import condition_order
-from trials.protocol import CONTROLLER_ID, Protocol, TrialSpec, plan_trials
+from trials.protocol import CONTROLLER_ID, Protocol, TrialSpec, phased_trials, plan_trials
 from trials.study import STUDY_FILE, is_complete, trial_path, write_study_file
 
 #: What the participant reads before a trial of each condition.
@@ -75,6 +75,8 @@ def participant_plan(protocol: Protocol, participant_id: str, kind: str = "human
         index = listed_index(protocol, participant_id) or 0
     if index < 0:
         raise TrialError(f"a participant index is at least 0, got {index}")
+    if protocol.phases:  # a phased design: the phases' order, the group of the index
+        return phased_trials(protocol, participant_id, kind, index, {})
     # The protocol's own plan for this one participant gives the trial ids and seeds
     # (they do not depend on the order); the blocks are then put in the index's row.
     own = [s for s in plan_trials(protocol, [(participant_id, kind, {})])
@@ -205,3 +207,68 @@ def pause_lines(outcome: Any, complete: bool, status: str, message: str, metrics
 def pending_trials(out_dir: Path, specs: list[TrialSpec]) -> list[TrialSpec]:
     """The trials whose file is missing or incomplete, in session order."""
     return [spec for spec in specs if not is_complete(trial_path(out_dir, spec))]
+
+
+# -- guidance schedules per attempt (guidance.schedule, the trainee database) ------------
+
+
+def attempt_authority(db: Any, trainee: str, condition: str) -> float | None:
+    """The guidance authority of ``trainee``'s next attempt in ``condition``: the
+    trainee's schedule's next step (:meth:`app.ui.trainee_db.TraineeDB.guidance_authority`)
+    for a condition with guidance, None for one without (NG, the automatic capture)."""
+    from trials.conditions import CONDITIONS
+
+    entry = CONDITIONS.get(condition)
+    if entry.automatic or entry.law == "ng":
+        return None
+    return float(db.guidance_authority(trainee))
+
+
+def start_scheduled_attempt(db: Any, trainee: str, attempt_id: int, condition: str) -> float | None:
+    """Record the authority of an attempt that starts (its step in the trainee's
+    authority history) and return it; None (nothing recorded) without guidance."""
+    if attempt_authority(db, trainee, condition) is None:
+        return None
+    return float(db.record_authority(trainee, attempt_id).authority)
+
+
+def finish_scheduled_attempt(db: Any, attempt_id: int, trial_path: str | None) -> float | None:
+    """Record a scheduled attempt's error ``e(k)`` from its trial file
+    (:func:`trials.study.trial_error`); None when the file is unreadable or incomplete
+    (the step then keeps no error and does not count)."""
+    from capture_trainer import trial_log
+    from trials.study import trial_error
+
+    if not trial_path:
+        return None
+    try:
+        metadata = trial_log.read_metadata(trial_path)
+    except Exception:  # noqa: BLE001 - an unreadable file has no error to record
+        return None
+    if not metadata.get("complete"):
+        return None
+    error = trial_error(metadata)
+    db.record_error(attempt_id, error)
+    return error
+
+
+def scheduled_fields(spec: TrialSpec, out_dir: Path) -> tuple[float, dict[str, Any]]:
+    """A session trial's guidance authority and the metadata a phased design adds, as a
+    headless study's trial gets them (``trials.study.run_trial_spec``): ``(1.0, {})``
+    for a plain protocol; else the phase, block and group (under ``study``) and, for a
+    scheduled trial, ``guidance_schedule`` with the authority from the participant's
+    earlier trials (:func:`trials.study.scheduled_authority`).
+
+    Raises:
+        TrialError: an earlier trial of the schedule is not complete.
+    """
+    from trials.study import scheduled_authority
+
+    if not spec.phase:
+        return 1.0, {}
+    extra: dict[str, Any] = {"study": {"phase": spec.phase, "block": spec.block, "group": spec.group}}
+    if not spec.schedule:
+        return 1.0, extra
+    schedule = scheduled_authority(spec, Path(out_dir))
+    extra["guidance_schedule"] = schedule
+    return float(schedule["authority"]), extra

@@ -19,7 +19,11 @@ distance reached 0) is kept for what it means: the scores of the first reach are
 Attempts recorded before outcomes were (and attempts that never ran) have outcome None.
 
 Schema versions (``PRAGMA user_version``): 0 is the first schema (no version was
-written), 1 adds ``attempts.outcome`` and ``attempts.outcome_reason``. Opening a database
+written), 1 adds ``attempts.outcome`` and ``attempts.outcome_reason``, 2 adds
+``attempts.guidance_authority`` and the tables ``trainee_schedules`` (each trainee's
+guidance schedule, :mod:`guidance.schedule`) and ``authority_history`` (one row per
+scheduled attempt: the schedule's index ``k``, assist level ``a(k)``, authority ``g(k)``
+and, once measured, the attempt's error ``e(k)``). Opening a database
 brings it to :data:`SCHEMA_VERSION` in one immediate transaction (:meth:`TraineeDB._migrate`:
 each step adds what is missing, so a half-migrated or concurrently opened file is fine);
 old rows keep NULL in the new columns. A database of a newer trainer (a higher version)
@@ -61,10 +65,11 @@ SCORE_COLUMNS: tuple[str, ...] = (
 )
 STATUSES = ("running", "finished", "aborted", "error", "interrupted")
 #: The schema this code writes (``PRAGMA user_version``; see the module docstring).
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 #: Columns each version adds to ``attempts``: ``{version: ((name, SQL type), ...)}``.
 ADDED_COLUMNS: dict[int, tuple[tuple[str, str], ...]] = {
     1: (("outcome", "TEXT"), ("outcome_reason", "TEXT")),
+    2: (("guidance_authority", "REAL"),),
 }
 
 _SCHEMA = f"""
@@ -99,6 +104,24 @@ CREATE TABLE IF NOT EXISTS attempts (
     {", ".join(f"{name} {kind}" for columns in ADDED_COLUMNS.values() for name, kind in columns)}
 );
 CREATE INDEX IF NOT EXISTS attempts_by_session ON attempts(session_id);
+CREATE TABLE IF NOT EXISTS trainee_schedules (
+    trainee_id INTEGER PRIMARY KEY REFERENCES trainees(id),
+    name TEXT NOT NULL,
+    params_json TEXT NOT NULL,
+    set_s REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS authority_history (
+    id INTEGER PRIMARY KEY,
+    trainee_id INTEGER NOT NULL REFERENCES trainees(id),
+    attempt_id INTEGER REFERENCES attempts(id),
+    schedule TEXT NOT NULL,
+    step INTEGER NOT NULL,
+    assist REAL NOT NULL,
+    authority REAL NOT NULL,
+    error REAL,
+    recorded_s REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS authority_by_trainee ON authority_history(trainee_id);
 """
 
 
@@ -127,6 +150,29 @@ class Attempt:
     def captured(self) -> bool:
         """The tool closed on the debris (``outcome == "captured"``)."""
         return self.outcome == "captured"
+
+
+@dataclass(frozen=True)
+class AuthorityStep:
+    """One scheduled attempt in a trainee's guidance history.
+
+    Attributes:
+        attempt_id: the attempt (None when it was never recorded as one).
+        schedule: the schedule's name (``guidance.schedule.SCHEDULES``).
+        step: ``k``, the attempt's index in that schedule.
+        assist: ``a(k)`` before the attempt.
+        authority: ``g(k)``, the factor on the guidance force in the attempt.
+        error: ``e(k)``, the attempt's normalised error (None until measured).
+        recorded_s: when the row was written (Unix time) [s].
+    """
+
+    attempt_id: int | None
+    schedule: str
+    step: int
+    assist: float
+    authority: float
+    error: float | None
+    recorded_s: float
 
 
 @dataclass(frozen=True)
@@ -313,7 +359,94 @@ class TraineeDB:
         )
         return cursor.rowcount
 
+    def set_schedule(self, trainee: str, name: str, **params: Any) -> None:
+        """Give ``trainee`` the guidance schedule ``name`` with ``params`` (checked by
+        building it; ``guidance.schedule.make_schedule``). A new schedule starts from its
+        own ``a(0)``: the history of another one does not carry over (setting the same
+        schedule again changes nothing).
+
+        Raises:
+            TrialError: an unknown schedule or bad parameters.
+        """
+        from guidance.schedule import ScheduleConfigError, make_schedule
+
+        try:
+            make_schedule(name, **params)
+        except ScheduleConfigError as error:
+            raise TrialError(str(error)) from None
+        if self.schedule(trainee) == (name, json.loads(json.dumps(params))):
+            return  # unchanged: the history goes on
+        self._db.execute(
+            "INSERT INTO trainee_schedules(trainee_id, name, params_json, set_s) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT(trainee_id) DO UPDATE SET name = excluded.name, params_json = excluded.params_json, "
+            "set_s = excluded.set_s",
+            (self.trainee_id(trainee), name, json.dumps(params), time.time()),
+        )
+
+    def record_authority(self, trainee: str, attempt_id: int | None, authority: float | None = None) -> AuthorityStep:
+        """Record the authority of ``trainee``'s next scheduled attempt (the schedule's
+        next step, :meth:`guidance_authority`) before it runs; returns the step.
+
+        Args:
+            attempt_id: the attempt it belongs to (``start_attempt``'s id).
+            authority: the authority actually applied, when not the schedule's (e.g. an
+                experimenter's override); None: the schedule's.
+        """
+        step = self._next_step(trainee)
+        applied = step.authority if authority is None else float(authority)
+        self._db.execute(
+            "INSERT INTO authority_history(trainee_id, attempt_id, schedule, step, assist, authority, recorded_s) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (self.trainee_id(trainee), attempt_id, step.schedule, step.step, step.assist, applied, time.time()),
+        )
+        if attempt_id is not None:
+            self._db.execute("UPDATE attempts SET guidance_authority = ? WHERE id = ?", (applied, attempt_id))
+        return AuthorityStep(attempt_id, step.schedule, step.step, step.assist, applied, None, time.time())
+
+    def record_error(self, attempt_id: int, error: float) -> None:
+        """The measured error ``e(k)`` of a scheduled attempt (``guidance.schedule.normalised_error``)."""
+        self._db.execute("UPDATE authority_history SET error = ? WHERE attempt_id = ?", (float(error), attempt_id))
+
     # -- reading -----------------------------------------------------------------
+
+    def schedule(self, trainee: str) -> tuple[str, dict[str, Any]]:
+        """``trainee``'s schedule name and parameters (``fixed`` at authority 1 when none was set)."""
+        row = self._db.execute(
+            "SELECT s.name, s.params_json FROM trainee_schedules s JOIN trainees t ON t.id = s.trainee_id "
+            "WHERE t.name = ?", (normalise_name(trainee),)).fetchone()
+        if row is None:
+            return "fixed", {}
+        params = json.loads(row[1])
+        return str(row[0]), params if isinstance(params, dict) else {}
+
+    def authority_history(self, trainee: str) -> list[AuthorityStep]:
+        """``trainee``'s scheduled attempts, oldest first (empty for a database or trainee
+        without any)."""
+        rows = self._db.execute(
+            "SELECT h.attempt_id, h.schedule, h.step, h.assist, h.authority, h.error, h.recorded_s "
+            "FROM authority_history h JOIN trainees t ON t.id = h.trainee_id WHERE t.name = ? ORDER BY h.id",
+            (normalise_name(trainee),))
+        return [AuthorityStep(*row) for row in rows]
+
+    def guidance_authority(self, trainee: str) -> float:
+        """The guidance authority of ``trainee``'s next guided attempt: the schedule's next
+        step after the measured errors recorded under it (:func:`guidance.schedule.replay`);
+        1.0 for a trainee without a schedule."""
+        return self._next_step(trainee).authority
+
+    def _next_step(self, trainee: str) -> AuthorityStep:
+        from guidance.schedule import make_schedule, replay
+
+        name, params = self.schedule(trainee)
+        schedule = make_schedule(name, **params)
+        since = self._db.execute(
+            "SELECT s.set_s FROM trainee_schedules s JOIN trainees t ON t.id = s.trainee_id WHERE t.name = ?",
+            (normalise_name(trainee),)).fetchone()
+        history = [step for step in self.authority_history(trainee)
+                   if step.schedule == name and step.error is not None
+                   and (since is None or step.recorded_s >= since[0])]
+        last = replay(schedule, [float(step.error) for step in history if step.error is not None])[-1]
+        return AuthorityStep(None, name, last.index, last.assist, last.authority, None, time.time())
 
     def trainees(self) -> list[str]:
         return [row[0] for row in self._db.execute("SELECT name FROM trainees ORDER BY name")]

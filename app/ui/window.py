@@ -26,6 +26,7 @@ set explicitly by the caller is honoured, which is how tests and demos draw off-
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
 import time
@@ -48,6 +49,18 @@ WINDOW_SIZE = (1280, 760)
 CLOSE_WAIT_S = 15.0
 #: The trainee flow's conditions: practise with dynamic guidance, test without guidance.
 PRACTISE, TEST = "dg", "ng"
+#: The countdown before an attempt starts [s] (the servo holds the built trial).
+COUNTDOWN_S = 3.0
+#: Task metres the wheel or W/S moves the pointer's depth per step (device metres x scale).
+DEPTH_STEP_DEV_M = 0.005
+#: What the menu says about each device.
+DEVICE_HINTS: dict[str, str] = {
+    "mouse": "Mouse: move the mouse to move the tool (the white ring) inside the blue 'mouse reach' box; "
+    "wheel or W/S for depth.",
+    "simulated": "Simulated device: a simulated participant holds the stylus; you watch "
+    "(start with --device mouse to drive it yourself).",
+    "openhaptics": "Touch: hold the stylus; the guidance force pulls it, you stay in control.",
+}
 #: SDL's video drivers that draw nowhere a person can see.
 HEADLESS_DRIVERS = ("dummy", "offscreen")
 #: Platforms whose windows need DISPLAY or WAYLAND_DISPLAY (not macOS or Windows).
@@ -80,6 +93,13 @@ class WindowConfig:
             drive that arm over the link in real time (``TrialRequest.arm``).
         delay_s, jitter_s, loss: the delayed link between the stylus and the arm
             (``TrialRequest``; None: the scenario's ``[delay]``).
+        countdown_s: the countdown before every attempt [s] (None: :data:`COUNTDOWN_S`,
+            or none for ``auto`` runs).
+        experimenter: start in the experimenter's view (servo figures, base disturbance,
+            data-quality flags per trial); the E key toggles it.
+        schedule: the trainee's guidance schedule (a name in
+            ``guidance.schedule.SCHEDULES``, default parameters), set in the trainee
+            database when the session opens; None keeps the one stored (none: authority 1).
     """
 
     device: str = "simulated"
@@ -103,6 +123,9 @@ class WindowConfig:
     delay_s: float | None = None
     jitter_s: float | None = None
     loss: float | None = None
+    countdown_s: float | None = None
+    experimenter: bool = False
+    schedule: str | None = None
 
     def __post_init__(self) -> None:
         # Anchored once, here: the database stores trial paths, and the history must not
@@ -112,6 +135,13 @@ class WindowConfig:
             object.__setattr__(self, "db_path", absolute_path(self.db_path))
         if self.trainee is not None:
             object.__setattr__(self, "trainee", normalise_name(self.trainee))
+
+    @property
+    def countdown(self) -> float:
+        """The countdown before each attempt [s]."""
+        if self.countdown_s is not None:
+            return max(0.0, float(self.countdown_s))
+        return 0.0 if self.auto else COUNTDOWN_S
 
     @property
     def database(self) -> Path:
@@ -246,6 +276,8 @@ class App:
         self._priority = ""
         #: What the window says about the servo's priority ("" while all is well).
         self.notice = ""
+        #: The experimenter's view (engineering figures); E toggles it.
+        self.experimenter = config.experimenter
 
     def check_priority(self) -> None:
         """Once the servo has said which priority it got, warn (once) when it is not real-time."""
@@ -456,11 +488,15 @@ class AttemptScreen(Screen):
         self.depth_m = 0.0
         self.finished = False
         self.monitor = ServoMonitor()
+        #: When the servo said "started" (the countdown runs from then) [monotonic s].
+        self.started_at_s: float | None = None
+        #: The pointer's task point [m] (``--device mouse``), set when the attempt starts.
+        self.cursor_m: Any = None
+        self._grabbed = False
 
     def enter(self) -> None:
-        # The runner anchors the workspace mapping at the stylus position it reads while
-        # building the trial, so the pointer must be in the shared block before that.
-        self._write_pointer()
+        # The tick anchors the workspace mapping at the stylus' first reading; the servo
+        # parks the pointer's stylus at the centred start before that (_write_pointer).
         self.app.servo.start_attempt(self.spec)
 
     def leave(self) -> None:
@@ -472,6 +508,7 @@ class AttemptScreen(Screen):
         if self.snapshot is not None:
             self.snapshot.close()
             self.snapshot = None
+        self._release_pointer()
 
     def event(self, event: Any) -> None:
         pygame = self.app.pygame
@@ -481,11 +518,35 @@ class AttemptScreen(Screen):
             elif event.key == pygame.K_SPACE:
                 self.engaged = not self.engaged
             elif event.key == pygame.K_w:
-                self.depth_m += 0.005
+                self._move_pointer(0.0, 0.0, 1.0)
             elif event.key == pygame.K_s:
-                self.depth_m -= 0.005
+                self._move_pointer(0.0, 0.0, -1.0)
+            elif event.key == pygame.K_e:
+                self.app.experimenter = not self.app.experimenter
         elif event.type == pygame.MOUSEWHEEL:
-            self.depth_m += 0.005 * event.y
+            self._move_pointer(0.0, 0.0, float(event.y))
+        elif event.type == pygame.MOUSEMOTION:
+            self._move_pointer(float(event.rel[0]), float(event.rel[1]), 0.0)
+
+    @property
+    def running(self) -> bool:
+        """The attempt's first tick has run (the countdown is over)."""
+        return self.frame is not None and self.frame.phase != "idle"
+
+    def _move_pointer(self, dx_px: float, dy_px: float, depth_steps: float) -> None:
+        """Move the cursor by a pointer motion (pixels in the first view) and depth steps,
+        kept inside the pointer's reach; nothing moves during the countdown."""
+        workspace = None if self.info is None else self.info.workspace
+        if self.app.input is None or workspace is None or self.cursor_m is None or not self.running:
+            return
+        view = self.renderer.views[0][1]
+        a, b = view.axes
+        cursor = self.cursor_m.copy()
+        cursor[a] += dx_px / view.px_per_m
+        cursor[b] -= dy_px / view.px_per_m
+        depth_axis = 3 - a - b
+        cursor[depth_axis] += depth_steps * DEPTH_STEP_DEV_M * workspace.scale
+        self.cursor_m = workspace.to_task(workspace.to_device(cursor))
 
     def _handle(self, message: tuple[str, dict[str, Any]]) -> AttemptResult | None:
         """Act on one servo message; the attempt's result once it has ended."""
@@ -553,39 +614,70 @@ class AttemptScreen(Screen):
 
     def _started(self, payload: dict[str, Any]) -> None:
         from trials.snapshot import SharedSnapshot, SnapshotLayout
-        from app.ui.scene import AttemptInfo
+        from app.ui.scene import AttemptInfo, PointerWorkspace
 
         self.snapshot = SharedSnapshot(SnapshotLayout(payload["n_joints"]), name=payload["snapshot"])
         self.info = AttemptInfo(
             model=payload["model"], n_joints=payload["n_joints"],
             target_radius_m=payload["target_radius_m"], condition=payload["condition"],
             scenario=payload["scenario"], duration_s=payload["duration_s"],
-            **{key: float(payload[key]) for key in ("tool_tip_radius_m", "envelope_radius_m") if key in payload},
+            countdown_s=float(self.spec.countdown_s),
+            workspace=PointerWorkspace.from_payload(payload) if self.app.input is not None else None,
+            **{key: float(payload[key]) for key in (
+                "tool_tip_radius_m", "envelope_radius_m", "capture_speed_m_s", "target_speed_m_s",
+                "start_gap_m", "post_capture_window_s") if key in payload},
         )
+        self.started_at_s = time.monotonic()
         if self.app.viewer is not None:
             self.app.viewer.attach(payload)
         self.on_start(payload)
 
     def _write_pointer(self) -> None:
+        """Write the stylus position the pointer commands (``--device mouse``).
+
+        Until the attempt's first tick the stylus rests at the servo's centred start
+        (``PointerWorkspace.device_start_m``), where the tick anchors it to the end
+        effector, so the device's box maps onto the capture task whatever the pointer
+        does; from then on the cursor (a task point, moved by the pointer's relative
+        motion and kept inside the box) is written back through the same mapping, so
+        cursor and stylus command coincide (until a clutch re-anchors the mapping)."""
         app = self.app
-        if app.input is None:
-            return
-        from app.ui.scene import SceneRenderer
+        if app.input is None or self.info is None:
+            return  # before "started" the servo parks the stylus at the centred start
         from haptics.shared_input import POINTER_SPEC
 
         pygame = app.pygame
-        width, height = app.config.size
-        area = pygame.Rect(0, 0, width - SceneRenderer.PANEL_W, height)
-        mx, my = pygame.mouse.get_pos()
-        fx = min(max((mx - area.x) / max(area.width, 1), 0.0), 1.0)
-        fy = min(max((my - area.y) / max(area.height, 1), 0.0), 1.0)
-        lo, hi = POINTER_SPEC.workspace_min_m, POINTER_SPEC.workspace_max_m
-        self.depth_m = min(max(self.depth_m, lo[2]), hi[2])
-        position = (lo[0] + fx * (hi[0] - lo[0]), hi[1] - fy * (hi[1] - lo[1]), self.depth_m)
+        workspace = self.info.workspace
+        if workspace is None:  # a factory without the figures: the workspace's centre
+            lo, hi = POINTER_SPEC.workspace_min_m, POINTER_SPEC.workspace_max_m
+            position: Any = tuple(0.5 * (a + b) for a, b in zip(lo, hi))
+        elif self.cursor_m is None or not self.running:
+            position = workspace.device_start_m
+        else:
+            position = workspace.to_device(self.cursor_m)
         buttons = (BUTTON_ENGAGE if self.engaged else 0) | (
             BUTTON_TRAINER if pygame.mouse.get_pressed()[2] else 0
         )
         app.input.write(position, buttons)
+
+    def _grab_pointer(self) -> None:
+        """Hide the system pointer and grab it: relative motion, not stopped by the
+        window's edges, moves the drawn cursor (pygame's virtual input mode)."""
+        import numpy as np
+
+        pygame = self.app.pygame
+        if self.info is None or self.info.workspace is None or self.cursor_m is not None:
+            return
+        self.cursor_m = np.array(self.info.workspace.ee0_m, dtype=float)
+        pygame.mouse.set_visible(False)
+        pygame.event.set_grab(True)
+        self._grabbed = True
+
+    def _release_pointer(self) -> None:
+        if self._grabbed:
+            self.app.pygame.event.set_grab(False)
+            self.app.pygame.mouse.set_visible(True)
+            self._grabbed = False
 
     def draw(self, surface: Any) -> None:
         from app.ui.scene import COLOURS, SceneRenderer
@@ -597,14 +689,22 @@ class AttemptScreen(Screen):
             return
         if self.renderer is None:
             self.renderer = SceneRenderer(self.app.config.size, self.info, self.frame, self.app.fonts)
-        hint = "Esc: abort" + ("   Space: engage on/off   wheel / W S: depth" if self.app.input else "")
+        if self.running and self.app.input is not None:
+            self._grab_pointer()
+        hint = "Esc: abort   E: experimenter" + (
+            "   Space: engage   wheel, W/S: depth" if self.app.input else "")
         if self.app.input is not None and not self.engaged:
             hint += "   (DISENGAGED)"
         fps = self.app.clock.get_fps()
         stats = self.app.servo.stats()
         recent = self.monitor.update(stats, time.monotonic())
         note = f"no real-time priority ({stats.priority}): expect overruns" if self.app.notice else ""
-        self.renderer.draw(surface, self.frame, f"{self.header}    {hint}", stats, fps, recent, note)
+        countdown = None
+        if not self.running and self.started_at_s is not None:
+            countdown = max(0.0, self.info.countdown_s - (time.monotonic() - self.started_at_s))
+        self.renderer.draw(surface, self.frame, f"{self.header}    {hint}", stats, fps, recent, note,
+                           cursor_m=self.cursor_m, countdown_left_s=countdown,
+                           experimenter=self.app.experimenter)
         self.frames += 1
         self.app.maybe_screenshot(self.frame.t_s)
 
@@ -652,6 +752,8 @@ class TraineeFlow:
         """Open ``name``'s session; the screen that comes next."""
         self.trainee = normalise_name(name)
         self.session_id = self.db.start_session(name, self.config.device)
+        if self.config.schedule:  # the trainee's guidance schedule (guidance.schedule), kept in the database
+            self.db.set_schedule(self.trainee, self.config.schedule)
         return self.next_screen()
 
     def close(self) -> None:
@@ -668,13 +770,16 @@ class TraineeFlow:
 
     def menu(self) -> Screen:
         scored = self.db.attempts(self.trainee, status="finished")
+        from app.ui.cards import plural
+
         lines = [f"Trainee: {self.trainee}   device: {self.config.device}   "
                  f"scenario: {self.config.scenario}",
-                 f"{len(scored)} finished attempts so far.",
+                 f"{plural(len(scored), 'finished attempt')} so far.",
                  *self._bests(scored),
                  "",
                  "Capture the debris softly: arrive at its own velocity (closing speed near 0).",
-                 "Practise with dynamic guidance, then test yourself without it."]
+                 "Practise with dynamic guidance, then test yourself without it.",
+                 DEVICE_HINTS.get(self.config.device, "")]
         return MessageScreen(self.app, "Debris capture trainer", lines, {
             "p": ("practise with guidance (DG)", lambda: self.app.switch(self.attempt(PRACTISE))),
             "t": ("test without guidance (NG)", lambda: self.app.switch(self.attempt(TEST))),
@@ -702,12 +807,16 @@ class TraineeFlow:
         stamp = time.strftime("%Y%m%dT%H%M%S")
         trial_id = f"{safe_id(self.trainee)}_{condition}_{stamp}_{self.count}"
         seed = int(time.time() * 1e3) % 2**31
+        from app.ui.session import attempt_authority, start_scheduled_attempt
+
+        authority = attempt_authority(self.db, self.trainee, condition)  # the schedule's next step
         spec = AttemptSpec(
+            guidance_authority=1.0 if authority is None else authority,
             scenario=self.config.scenario, condition=condition, seed=seed,
             out_dir=str(self.config.out_dir / "trials"), device=self.config.device,
             trial_id=trial_id, end_on_capture=self.config.stop_after_s is None,
             arm=self.config.arm, arm_keys=self.config.arm_keys, delay_s=self.config.delay_s,
-            jitter_s=self.config.jitter_s, loss=self.config.loss,
+            jitter_s=self.config.jitter_s, loss=self.config.loss, countdown_s=self.config.countdown,
             **participant_fields(self.config.device, self.trainee, self.config.participant_kind),
         )
         label = {"dg": "practise with guidance", "ng": "test without guidance"}.get(condition, condition)
@@ -719,6 +828,7 @@ class TraineeFlow:
             path = trial_file(spec.out_dir, trial_id)
             self.attempt_id = self.db.start_attempt(
                 self.session_id, spec.scenario, condition, seed, trial_id, path)
+            start_scheduled_attempt(self.db, self.trainee, self.attempt_id, condition)
 
         return AttemptScreen(self.app, spec, f"{self.trainee}: {label}", started, self.done)
 
@@ -731,6 +841,9 @@ class TraineeFlow:
                 trial_path=result.summary.get("path"),
                 outcome=outcome.recorded, outcome_reason=outcome.reason or None,
             )
+            from app.ui.session import finish_scheduled_attempt
+
+            finish_scheduled_attempt(self.db, self.attempt_id, result.summary.get("path"))  # e(k) of the schedule
         return self.score_card(result)
 
     def score_card(self, result: AttemptResult) -> Screen:
@@ -758,6 +871,59 @@ class _Deferred(Screen):
         self.app.switch(self.make())
 
 
+def scenario_figures(scenario: str) -> tuple[float, float]:
+    """The scenario's soft-contact band [m/s] and scored window after contact [s]
+    (the schema's defaults when it cannot be read)."""
+    from scenarios.schema import CaptureConfig
+
+    try:
+        from trials.vocabulary import load_scenario
+
+        capture = load_scenario(scenario).capture
+        return float(capture.capture_speed_m_s), float(capture.post_capture_window_s)
+    except (CaptureTrainerError, OSError, ValueError):
+        return CaptureConfig.capture_speed_m_s, CaptureConfig.post_capture_window_s
+
+
+def guidance_authority(db: Any, trainee: str) -> float | None:
+    """The trainee's guidance authority from the trainee database, when it keeps one
+    (an accessor ``guidance_authority(trainee)``); None otherwise (nothing is shown)."""
+    accessor = getattr(db, "guidance_authority", None)
+    if accessor is None:
+        return None
+    try:
+        value = accessor(trainee)
+    except CaptureTrainerError:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number == number else None
+
+
+def experimenter_lines(result: AttemptResult, operator: str) -> tuple[tuple[str, str], ...]:
+    """The experimenter's lines on one attempt: the servo's figures, then each data-quality
+    flag (:func:`app.ui.servo.data_quality`) or "data quality: nothing to remark"."""
+    from app.ui.servo import data_quality
+
+    timing = result.timing
+    lines = [(f"servo {float(timing.get('rate_hz', math.nan)):.1f} Hz, "
+              f"p99 {float(timing.get('p99_period_ms', math.nan)):.3f} ms, "
+              f"worst {float(timing.get('max_period_ms', math.nan)):.2f} ms, "
+              f"overruns {timing.get('overruns', '?')}, priority {result.priority or '?'}", "text")]
+    flags = data_quality(timing, result.priority, operator, result.status)
+    if not flags:
+        lines.append(("data quality: nothing to remark", "good"))
+    lines += [(f"data quality: {flag.text}", flag.level) for flag in flags]
+    return tuple(lines)
+
+
+def operator_of(device: str, kind: str) -> str:
+    """``person`` for a device a person holds, else the simulated participant's kind."""
+    return kind if device == "simulated" else "person"
+
+
 class _ScoreScreen(Screen):
     def __init__(self, flow: TraineeFlow, result: AttemptResult, attempt_id: int) -> None:
         from app.ui.cards import compare
@@ -770,6 +936,8 @@ class _ScoreScreen(Screen):
         scores = {k: float(v) for k, v in result.metrics.items()
                   if isinstance(v, int | float) and not isinstance(v, bool)}
         self.comparisons = compare(scores, earlier)
+        self.band_m_s, self.window_s = scenario_figures(result.spec.scenario)
+        self.authority = guidance_authority(flow.db, flow.trainee)
 
     def event(self, event: Any) -> None:
         key = self.key(event)
@@ -777,6 +945,29 @@ class _ScoreScreen(Screen):
             self.app.switch(self.flow.menu())
         elif key == "h":
             self.app.switch(self.flow.progress())
+        elif key == "e":
+            self.app.experimenter = not self.app.experimenter
+
+    def extras(self) -> Any:
+        """The card's verdict, scored-second line, authority and experimenter's lines."""
+        from app.ui.cards import CardExtras, verdict_line
+
+        metrics = self.result.metrics
+        verdict = None
+        if metrics:
+            speed = metrics.get("contact_normal_speed_m_s", math.nan)
+            speed = float(speed) if isinstance(speed, int | float) else math.nan
+            if not math.isfinite(speed) and metrics.get("reached"):
+                speed = float(metrics.get("impact_velocity_m_s", math.nan))
+            verdict = verdict_line(speed, self.band_m_s)
+        lines: tuple[tuple[str, str], ...] = ()
+        if getattr(self.app, "experimenter", False):
+            config = self.app.config
+            lines = experimenter_lines(self.result, operator_of(config.device, config.participant_kind))
+        return CardExtras(verdict=verdict,
+                          scored=f"The {self.window_s:g} s after the first contact is scored "
+                          "(speed error and gap while you stay with the debris).",
+                          authority=self.authority, experimenter=lines)
 
     def draw(self, surface: Any) -> None:
         from app.ui.cards import draw_score_card
@@ -788,15 +979,19 @@ class _ScoreScreen(Screen):
         status = self.result.status + (f": {self.result.message}" if self.result.message else "")
         draw_score_card(surface, self.app.fonts, f"{self.flow.trainee}: {condition}", status,
                         None if reached is None else bool(reached), self.comparisons,
-                        "Enter: back to the menu    H: progress",
-                        f"trial file: {self.result.summary.get('path', '-')}", self.result.outcome)
+                        "Enter: back to the menu    H: progress    E: experimenter's view",
+                        f"trial file: {self.result.summary.get('path', '-')}", self.result.outcome,
+                        self.extras())
 
 
 class _ProgressScreen(Screen):
     def __init__(self, flow: TraineeFlow) -> None:
         super().__init__(flow.app)
         self.flow = flow
-        self.attempts = flow.db.attempts(flow.trainee)
+        self.attempts = [a for a in flow.db.attempts(flow.trainee) if a.status != "running"]
+        scenario = self.attempts[-1].scenario if self.attempts else flow.config.scenario
+        self.band_m_s, _ = scenario_figures(scenario)
+        self.authority = guidance_authority(flow.db, flow.trainee)
 
     def event(self, event: Any) -> None:
         if self.key(event) in ("return", "space", "escape", "h"):
@@ -806,7 +1001,7 @@ class _ProgressScreen(Screen):
         from app.ui.cards import draw_progress
 
         draw_progress(surface, self.app.fonts, self.flow.trainee, self.attempts,
-                      "Enter: back to the menu")
+                      "Enter: back to the menu", self.band_m_s, self.authority)
 
 
 def run_trainer(config: WindowConfig, driver: Callable[[App], None] | None = None) -> list[AttemptResult]:
@@ -937,12 +1132,19 @@ class SessionFlow:
                     "session": {"device": window.device,
                                 "operator": "person" if self.kind == "human" else "simulated"}}
         fields_.pop("metadata", None)
+        from app.ui.session import scheduled_fields
+
+        authority, extra = scheduled_fields(spec, self.config.out_dir)  # a phased design's schedule
+        study.update(extra.pop("study", {}))
+        metadata.update(extra)
         attempt = AttemptSpec(
+            guidance_authority=authority,
             scenario=spec.scenario, condition=spec.condition, seed=spec.seed,
             out_dir=str(self.config.out_dir / TRIALS_DIR), device=window.device,
             trial_id=spec.trial_id, repetition=spec.repetition, metadata=metadata,
             end_on_capture=window.stop_after_s is None, arm=window.arm, arm_keys=window.arm_keys,
-            delay_s=window.delay_s, jitter_s=window.jitter_s, loss=window.loss, **fields_,
+            delay_s=window.delay_s, jitter_s=window.jitter_s, loss=window.loss,
+            countdown_s=0.0 if self.auto_left else window.countdown, **fields_,
         )
         header = f"{self._position(spec)}: {spec.condition.upper()}  ({spec.participant_id})"
         return AttemptScreen(self.app, attempt, header, lambda payload: None,
@@ -960,6 +1162,9 @@ class SessionFlow:
             return _Deferred(self.app, self.instruction)
         lines = pause_lines(result.outcome, complete, result.status, result.message, result.metrics,
                             len(self.pending))
+        # The pause is the experimenter's screen: the trial's data quality, always.
+        operator = operator_of(self.app.config.device, self.app.config.participant_kind)
+        lines += ["", *(line for line, _ in experimenter_lines(result, operator))]
         actions: dict[str, tuple[str, Callable[[], None]]] = {
             "space": ("next trial" if self.pending else "finish",
                       lambda: self.app.switch(self.instruction())),
@@ -977,12 +1182,14 @@ class SessionFlow:
             "q": ("quit", lambda: self.app.switch(None))})
 
 
-def run_session(config: SessionConfig) -> list[AttemptResult]:
-    """Open the experimenter's session window; returns the attempts' results."""
+def run_session(config: SessionConfig, driver: Callable[[App], None] | None = None) -> list[AttemptResult]:
+    """Open the experimenter's session window; returns the attempts' results.
+
+    ``driver`` is called once per frame (see :meth:`App.run`)."""
     app = App(config.window, f"capture-trainer: session {config.protocol} / {config.participant}")
     try:
         flow = SessionFlow(app, config)
     except BaseException:
         app.close()
         raise
-    return app.run(flow.first_screen())
+    return app.run(flow.first_screen(), driver)

@@ -212,7 +212,7 @@ def test_metric_names_carry_units_and_as_dict_is_complete(factory, synth):
     for name in METRIC_NAMES:
         if name in unitless or name.startswith("n_"):
             continue
-        assert name.rsplit("_", 1)[-1] in {"s", "m", "m2", "s2", "rad"} or name.endswith("_n"), name
+        assert name.rsplit("_", 1)[-1] in {"s", "m", "m2", "s2", "rad", "n2"} or name.endswith("_n"), name
     for required in ("impact_velocity_m_s", "time_to_reach_s", "distance_travelled_m", "mse_position_m2",
                      "mse_velocity_m2_s2", "peak_base_torque_n_m"):
         assert required in values

@@ -15,24 +15,48 @@ import pyarrow.parquet as pq
 
 from app.ui.window import WindowConfig, run_trainer
 from haptics.shared_input import POINTER_SPEC
+from trials.runner import device_start_position
+from trials.vocabulary import load_scenario
 
 
 def test_pointer_moves_the_stylus_and_forces_stay_within_the_device(
     tmp_path: Path, monkeypatch
 ) -> None:
     monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
+    moved: dict[str, float] = {}
+
+    def driver(app) -> None:  # one pointer motion of 40 px to the right at t >= 0.5 s
+        import pygame
+
+        screen = app.screen_obj
+        frame = getattr(screen, "frame", None)
+        if moved or frame is None or frame.phase == "idle" or frame.t_s < 0.5 or screen.renderer is None:
+            return
+        moved["t_s"] = frame.t_s
+        moved["px_per_m"] = screen.renderer.views[0][1].px_per_m
+        pygame.event.post(pygame.event.Event(pygame.MOUSEMOTION, pos=(0, 0), rel=(40, 0), buttons=(0, 0, 0)))
+
     results = run_trainer(WindowConfig(
         device="mouse", out_dir=tmp_path, trainee="m", auto=("dg",), stop_after_s=1.5,
         quit_when_done=True,
-    ))
+    ), driver=driver)
     assert [r.status for r in results] == ["aborted"], results[0].message
     frame = pq.read_table(results[0].summary["path"]).to_pandas()
-    # SDL's dummy driver keeps the pointer at the window's top-left corner, which the
-    # window maps to the workspace's (x min, y max) corner, at depth 0.
-    lo, hi = POINTER_SPEC.workspace_min_m, POINTER_SPEC.workspace_max_m
-    np.testing.assert_allclose(frame["dev_x_m"], lo[0])
-    np.testing.assert_allclose(frame["dev_y_m"], hi[1])
-    np.testing.assert_allclose(frame["dev_z_m"], 0.0)
+    # Until the pointer moves, the stylus rests where the servo parked it: the start that
+    # centres the capture task in the device's box (trials.runner.device_start_position,
+    # from the end effector's start), whatever the (dummy driver's) pointer does.
+    scenario = load_scenario("paper-2019")
+    ee0 = frame[["ee_x_m", "ee_y_m", "ee_z_m"]].to_numpy()[0]
+    start = device_start_position(scenario, ee0, POINTER_SPEC)
+    before = frame[frame["t_s"] < moved["t_s"] - 0.05]
+    np.testing.assert_allclose(before[["dev_x_m", "dev_y_m", "dev_z_m"]].to_numpy(),
+                               np.tile(start, (len(before), 1)), atol=2e-4)
+    # 40 px right in the top view: 40 / px_per_m task metres, / 1.75 (the scenario's scale)
+    # device metres along x; y and depth unchanged.
+    after = frame[frame["t_s"] > moved["t_s"] + 0.2]
+    expected_x = start[0] + 40.0 / moved["px_per_m"] / scenario.mapping.position_scale
+    np.testing.assert_allclose(after["dev_x_m"], expected_x, atol=2e-4)
+    np.testing.assert_allclose(after["dev_y_m"], start[1], atol=2e-4)
     actuated = np.linalg.norm(frame[["dev_force_act_x_n", "dev_force_act_y_n",
                                      "dev_force_act_z_n"]].to_numpy(), axis=1)
     calculated = np.linalg.norm(frame[["dev_force_calc_x_n", "dev_force_calc_y_n",

@@ -29,7 +29,8 @@ def test_session_needs_an_explicit_device(capsys) -> None:
         build_parser().parse_args(["session", "paper-2019", "--participant", "P01"])
     assert exit_.value.code == 2
     assert "--device" in capsys.readouterr().err
-    assert build_parser().parse_args(["train"]).device == "simulated"  # the trainee may watch
+    assert build_parser().parse_args(["train"]).device is None  # resolved when the window starts
+    assert build_parser().parse_args(["train", "--device", "simulated"]).device == "simulated"  # still selectable
 
 
 def test_participant_kind_only_for_a_simulated_participant(capsys) -> None:
@@ -101,3 +102,17 @@ def test_pybullet_view_without_display_fails_clearly(monkeypatch, capsys) -> Non
 def test_unknown_auto_condition(capsys) -> None:
     assert main(["train", "--auto", "dg,xx"]) == 2
     assert "unknown condition" in capsys.readouterr().err
+
+
+def test_the_trainee_drives_by_default(monkeypatch) -> None:
+    """Without --device the trainer opens a device a person drives: a Touch when one answers,
+    else the mouse; asking for a simulated participant's kind picks the simulated device."""
+    import haptics.backends
+    from app.commands import window as commands
+
+    monkeypatch.setattr(haptics.backends, "probe", lambda name: (False, "no Touch here"))
+    assert commands.default_device() == "mouse"
+    monkeypatch.setattr(haptics.backends, "probe", lambda name: (name == "openhaptics", ""))
+    assert commands.default_device() == "openhaptics"
+    args = build_parser().parse_args(["train", "--participant-kind", "expert"])
+    assert commands._device(args) == "simulated"

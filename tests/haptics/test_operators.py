@@ -44,7 +44,7 @@ def test_rest_to_rest_quintic_is_flash_hogan_minimum_jerk() -> None:
 
 
 def test_every_preset_makes_an_operator() -> None:
-    assert PARTICIPANT_PRESETS.names() == ("novice", "expert", "passive")
+    assert PARTICIPANT_PRESETS.names() == ("novice", "expert", "passive", "novice-learner", "expert-learner")
     for kind in PARTICIPANT_PRESETS.names():
         op = make_operator(kind, seed=3)
         assert isinstance(op, Operator) and op.params.kind == kind
