@@ -471,13 +471,19 @@ def dynamics_terms(q, qd, rot0, joint_xyz, joint_rot, joint_axis, link_mass, lin
     arena = np.empty(arena_size(q.shape[0]))
     zero3 = np.zeros(3)
     _dynamics_terms_in(arena, 0, q, qd, rot0, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
-                       ee_offset, base_mass, base_inertia, l_b, zero3, zero3, jac, jdqd, mmat, nvec, re_b, vee_b)
+                       ee_offset, base_mass, base_inertia, l_b, 0.0, zero3, zero3, zero3, jac, jdqd, mmat, nvec, re_b,
+                       vee_b)
 
 
 @njit(cache=True, error_model="numpy")
 def _dynamics_terms_in(arena, top, q, qd, rot0, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
-                       ee_offset, base_mass, base_inertia, l_b, f_b, pf_b, jac, jdqd, mmat, nvec, re_b, vee_b):
+                       ee_offset, base_mass, base_inertia, l_b, infer, wm_b, f_b, pf_b, jac, jdqd, mmat, nvec, re_b,
+                       vee_b):
     """:func:`dynamics_terms` with its scratch from ``arena[top:]``.
+
+    ``infer`` > 0: ``l_b`` is an output, the momentum that makes the model's base rate the
+    measured ``wm_b`` (base frame): ``A (wm_b − Om qd)``, from the same evaluation of the
+    maps at ``q`` (no extra cost but a 3x3 inverse).
 
     With a system angular momentum ``L`` (``l_b`` in the base frame, constant in the task
     frame, so ``d l_b/dt = −w x l_b``): the base rate is ``w = Om qd + A⁻¹ l_b`` and
@@ -500,6 +506,19 @@ def _dynamics_terms_in(arena, top, q, qd, rot0, joint_xyz, joint_rot, joint_axis
     rho, top = _empty(arena, top, (3,))
     _maps_times_rates(arena, top, q, qd, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
                       ee_offset, base_mass, base_inertia, l_b, jg, om, re_b, vee_b, w_b, ainv, rho)
+    if infer > 0:  # l_b was zero: w_b = Om qd; now the momentum the measured rate implies
+        lam, top = _empty(arena, top, (3,))
+        a_sys, top = _empty(arena, top, (3, 3))
+        _inverse3(ainv, a_sys)
+        for r in range(3):
+            lam[r] = wm_b[r] - w_b[r]
+        for r in range(3):
+            l_b[r] = a_sys[r, 0] * lam[0] + a_sys[r, 1] * lam[1] + a_sys[r, 2] * lam[2]
+            w_b[r] = wm_b[r]
+        cr, top = _empty(arena, top, (3,))
+        _cross(lam, rho, cr)
+        for r in range(3):
+            vee_b[r] += cr[r]
     qnorm = 0.0
     for j in range(n):
         qnorm += qd[j] * qd[j]
@@ -1299,12 +1318,12 @@ def controller_step(q, qd, base_pos, base_quat, base_w, base_v, have_base, momen
     re_b, top = _empty(arena, top, (3,))
     vee_b, top = _empty(arena, top, (3,))
     l_b, top = _zeros(arena, top, (3,))
+    wm_b, top = _empty(arena, top, (3,))
     mode = params[P_MOMENTUM] if have_base > 0 else MOMENTUM_ZERO
     momentum = mode != MOMENTUM_ZERO
-    if mode == MOMENTUM_MEASURED:
-        _system_momentum(arena, top, q, qd, rot0, base_w, joint_xyz, joint_rot, joint_axis, link_mass, link_com,
-                         link_inertia, ee_offset, base_mass, base_inertia, l_b)
-    elif mode == MOMENTUM_GIVEN:
+    for r in range(3):
+        wm_b[r] = rot0[0, r] * base_w[0] + rot0[1, r] * base_w[1] + rot0[2, r] * base_w[2]
+    if mode == MOMENTUM_GIVEN:
         for r in range(3):
             l_b[r] = rot0[0, r] * momentum_l[0] + rot0[1, r] * momentum_l[1] + rot0[2, r] * momentum_l[2]
     f_b, top = _empty(arena, top, (3,))
@@ -1314,7 +1333,8 @@ def controller_step(q, qd, base_pos, base_quat, base_w, base_v, have_base, momen
         pf_b[r] = (rot0[0, r] * (ext_point[0] - base_pos[0]) + rot0[1, r] * (ext_point[1] - base_pos[1])
                    + rot0[2, r] * (ext_point[2] - base_pos[2]))
     _dynamics_terms_in(arena, top, q, qd, rot0, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
-                       ee_offset, base_mass, base_inertia, l_b, f_b, pf_b, jac, jdqd, mmat, nvec, re_b, vee_b)
+                       ee_offset, base_mass, base_inertia, l_b, 1.0 if mode == MOMENTUM_MEASURED else 0.0, wm_b, f_b,
+                       pf_b, jac, jdqd, mmat, nvec, re_b, vee_b)
     if momentum:  # the measured end effector velocity, base frame: R0ᵀ v0 + w x re + Je qd
         _measured_ee_velocity_b(arena, top, q, qd, rot0, base_w, base_v, joint_xyz, joint_rot, joint_axis,
                                 ee_offset, vee_b)
@@ -1394,31 +1414,6 @@ def controller_step(q, qd, base_pos, base_quat, base_w, base_v, have_base, momen
     status[S_RESIDUAL] = diag[5]
     status[S_M_NORM] = diag[1]
     status[S_FAULT] = fault
-
-
-@njit(cache=True, error_model="numpy")
-def _system_momentum(arena, top, q, qd, rot0, base_w, joint_xyz, joint_rot, joint_axis, link_mass, link_com,
-                     link_inertia, ee_offset, base_mass, base_inertia, l_b):
-    """The system's angular momentum about its centre of mass, base frame [kg m^2/s],
-    from the measured base rate ``base_w`` (task frame): ``A (R0ᵀ w − Om qd)``."""
-    n = q.shape[0]
-    jg, top = _empty(arena, top, (3, n))
-    om, top = _empty(arena, top, (3, n))
-    re, top = _empty(arena, top, (3,))
-    v0, top = _empty(arena, top, (3,))
-    w0, top = _empty(arena, top, (3,))
-    ainv, top = _empty(arena, top, (3, 3))
-    rho, top = _empty(arena, top, (3,))
-    zero3, top = _zeros(arena, top, (3,))
-    _maps_times_rates(arena, top, q, qd, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
-                      ee_offset, base_mass, base_inertia, zero3, jg, om, re, v0, w0, ainv, rho)
-    lam, top = _empty(arena, top, (3,))
-    for r in range(3):
-        lam[r] = rot0[0, r] * base_w[0] + rot0[1, r] * base_w[1] + rot0[2, r] * base_w[2] - w0[r]
-    a, top = _empty(arena, top, (3, 3))
-    _inverse3(ainv, a)
-    for r in range(3):
-        l_b[r] = a[r, 0] * lam[0] + a[r, 1] * lam[1] + a[r, 2] * lam[2]
 
 
 @njit(cache=True, error_model="numpy")

@@ -144,6 +144,7 @@ class PyBulletArm:
         if not (dt_s > 0.0 and math.isfinite(dt_s)):
             raise PhysicsError(f"dt_s must be a positive number of seconds, got {dt_s}")
         self._pb = pb
+        self._gui = gui
         self.model = model
         self.dt_s = float(dt_s)
         n = model.n_joints
@@ -333,6 +334,7 @@ class PyBulletArm:
                                      self.model.capture_tool.tip_radius_m, self.model.links[-1].com_m, spec,
                                      prediction, tool_mass_kg=tool_effective_mass_kg(self.model, self.state().q_rad),
                                      carrier=self.carry)
+        self.debris.proxy_follows = self._gui  # the GUI draws the world's bodies
         return self.debris
 
     def carry(self, payload: Payload, debris_body: int | None = None) -> int:

@@ -179,6 +179,10 @@ class PyBulletDebris:
         self._carrier = carrier
         self._to_carry: Payload | None = None  # closed, to be merged at the next read
         self.carried = False
+        #: once the arm carries the debris: keep its body (a proxy) where the tool holds it,
+        #: every tick (for the fixtures or the PyBullet GUI that read it); otherwise the
+        #: reading alone follows the tool, two PyBullet calls cheaper
+        self.proxy_follows = False
         self._in_tool: tuple[tuple[float, ...], tuple[float, ...]] = ((0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0))
         # centre [m], velocity [m/s], angular velocity [rad/s] of the body, refilled at once
         self._state = np.zeros(9)
@@ -262,7 +266,7 @@ class PyBulletDebris:
     def _merge(self, payload: Payload) -> None:
         """Hand the payload to the carrier (the arm rebuilds itself with it); the
         constraint goes with the old arm body, and the debris body becomes a proxy that
-        collides with nothing of the arm's."""
+        collides with nothing (the tool's contact is over; the posts' is closed-form)."""
         pb, client = self._pb, self._client
         self._to_carry = None
         if self._constraint >= 0:
@@ -270,15 +274,14 @@ class PyBulletDebris:
             self._constraint = -1
         assert self._carrier is not None
         self._arm = self._carrier(payload, self._body)
-        for link in range(-1, self._tool_link + 1):
-            pb.setCollisionFilterPair(self._body, self._arm, -1, link, 0, physicsClientId=client)
+        pb.setCollisionFilterGroupMask(self._body, -1, 0, 0, physicsClientId=client)  # a proxy: collides with nothing
         self.carried = True
         self._coasting = False
 
     def _follow_tool(self) -> tuple[float, ...]:
         """The debris' pose and velocities from the tool link that carries it (rigidly, at
-        the pose it had when the tool closed); the proxy body is put there. Returns the
-        centre of mass."""
+        the pose it had when the tool closed); the proxy body is put there when
+        :attr:`proxy_follows`. Returns the centre of mass."""
         pb, client = self._pb, self._client
         link = pb.getLinkState(self._arm, self._tool_link, computeLinkVelocity=1, computeForwardKinematics=1,
                                physicsClientId=client)
@@ -289,9 +292,10 @@ class PyBulletDebris:
         wx, wy, wz = angular
         velocity = (link[6][0] + wy * arm[2] - wz * arm[1], link[6][1] + wz * arm[0] - wx * arm[2],
                     link[6][2] + wx * arm[1] - wy * arm[0])
-        pb.resetBasePositionAndOrientation(self._body, position, orientation, physicsClientId=client)
-        pb.resetBaseVelocity(self._body, velocity, angular, physicsClientId=client)
-        return self._read_body()
+        if self.proxy_follows:
+            pb.resetBasePositionAndOrientation(self._body, position, orientation, physicsClientId=client)
+            pb.resetBaseVelocity(self._body, velocity, angular, physicsClientId=client)
+        return self._fill(position, orientation, velocity, angular)
 
     def apply_payload_force(self, force_n: ArrayLike, point_m: ArrayLike) -> None:
         """A force [N] on the debris at ``point_m`` [m] (task frame) for the next step:
@@ -308,13 +312,20 @@ class PyBulletDebris:
 
     def _read_body(self) -> tuple[float, ...]:
         """The fixture centre's state from the body's; returns the centre of mass."""
-        pb, client, body, r = self._pb, self._client, self._body, self.reading
+        pb, client, body = self._pb, self._client, self._body
         position: tuple[float, ...]
         position, orientation = pb.getBasePositionAndOrientation(body, physicsClientId=client)
         if self._coasting:  # nothing has acted on it: its velocities are the initial ones
             velocity, angular = self._initial_velocities
         else:
             velocity, angular = pb.getBaseVelocity(body, physicsClientId=client)
+        return self._fill(position, orientation, velocity, angular)
+
+    def _fill(self, position: tuple[float, ...], orientation: tuple[float, ...], velocity: tuple[float, ...],
+              angular: tuple[float, ...]) -> tuple[float, ...]:
+        """The reading from the body's centre, attitude, velocity and spin (task frame);
+        returns the centre."""
+        r = self.reading
         self._state[:] = position + velocity + angular  # centre, velocity, spin: one assignment
         if self._has_lever:
             x, y, z, q = orientation

@@ -40,7 +40,10 @@ HOLD_AFTER_TASK_S = 0.25
 
 
 class DebrisBody(PayloadForceSink, Protocol):
-    """What the phase needs of the scene after the capture (``PyBulletDebris``)."""
+    """What the phase needs of the scene after the capture (``PyBulletDebris``):
+    its body, kept where the tool holds it (``proxy_follows``) for the fixtures to read."""
+
+    proxy_follows: bool
 
     @property
     def body_id(self) -> int: ...
@@ -141,6 +144,7 @@ class PostCapturePhase:
         """The tool has closed: the pin rides on the payload, the controller starts on
         the port (bumpless), the machine enters its start state."""
         if self.world is not None and scene is not None:
+            scene.proxy_follows = True
             self.world.attach(scene.body_id, payload_mass_kg, scene)
         self.controller.reset(m.ee_position_m, m.ee_velocity_m_s)
         self._read(t_s, m, status)
