@@ -18,10 +18,16 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
 from typing import NoReturn
+
+# Before numpy loads: one BLAS thread per process (ours are small matrices; the BLAS
+# pool's threads only spin, taking a core from the next study worker).
+for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_variable, "1")
 
 from app.commands import analysis, arm, bench, devices, robot, scenarios, trials, window
 from capture_trainer import __version__
