@@ -61,6 +61,9 @@ Contact physics (logs of format version 2, which carry the tool's contact force,
 - ``mse_slave_force_n2``: Yang & Konno's metric (their eq. 11, the mean square of the
   slave's force), the time mean of ``|F|²`` of the contact force over ``[t_f, t_f + W]``
   from the first contact ``t_f`` (the part the log covers) [N²]; NaN without contact.
+  A trial whose task ran their mixed command (behaviour ``mixed``) reports instead the
+  time mean of ``|F|²`` of the fixtures' wrench on the payload over that behaviour's
+  first run (the slave's force of their eq. 3).
 - Post-capture, over ``[t_c, t_c + W]`` from the capture ``t_c``:
   ``residual_base_angular_velocity_rad_s`` and ``residual_debris_angular_velocity_rad_s``
   (norms at the window's end; once captured the debris turns with the tool link),
@@ -520,6 +523,10 @@ def _contact_metrics(trial: Trial, time_s: NDArray[np.float64], window_s: float)
     dt = np.diff(time_s, prepend=time_s[0] - (time_s[1] - time_s[0] if len(time_s) > 1 else 0.0))
     values["contact_impulse_n_s"] = float(np.linalg.norm((force * dt[:, None]).sum(axis=0)))
     values["mse_slave_force_n2"] = _force_mse(time_s, force, float(first.get("t_s", NAN)), window_s)
+    mixed = _mixed_run(trial)
+    if mixed is not None and all(name in trial.frame.columns for name in trial_log.WRENCH_FORCE):
+        start, end = mixed
+        values["mse_slave_force_n2"] = _force_mse(time_s, trial.vectors(trial_log.WRENCH_FORCE), start, end - start)
     capture = trial.metadata.get("capture") or {}
     captured_at = float(capture.get("t_s", NAN)) if trial.metadata.get("outcome") == "captured" else NAN
     if math.isfinite(captured_at):
@@ -532,6 +539,15 @@ def _contact_metrics(trial: Trial, time_s: NDArray[np.float64], window_s: float)
         values["residual_base_angular_velocity_rad_s"] = float(np.linalg.norm(base_w[0]))
         values["residual_debris_angular_velocity_rad_s"] = float(np.linalg.norm(debris_w[0]))
     return values
+
+
+def _mixed_run(trial: Trial) -> tuple[float, float] | None:
+    """Start and end [s] of the first run of the ``mixed`` behaviour (None: none ran)."""
+    post = trial.metadata.get("post_capture") or {}
+    for run in post.get("results") or ():
+        if run.get("behaviour") == "mixed" and run.get("started_s") is not None and run.get("ended_s") is not None:
+            return float(run["started_s"]), float(run["ended_s"])
+    return None
 
 
 def _force_mse(time_s: NDArray[np.float64], force: NDArray[np.float64], start_s: float, window_s: float) -> float:

@@ -13,12 +13,15 @@ dummy video driver, drives it through :func:`app.ui.window.run_trainer`'s ``driv
     trainer-progress.png      the progress view: every attempt, misses marked
     trainer-mouse.png         mouse mode: the pointer's reach, cursor linked to the arm
     trainer-spatial.png       a spatial scenario: two projections, shadows as depth cues
+    trainer-berthing.png      after the capture on berthing-planar: the task's state, the
+                              attractor, the posts' wrench on the pin against its limit
+    trainer-berthing-card.png the score card after it, with the task's state timeline
     session-instruction.png   an experimenter's session: the next trial's instructions
     session-pause.png         the pause after a trial: outcome and data-quality flags
 
 Usage::
 
-    .venv/bin/python scripts/screenshots.py [--out docs/images]
+    .venv/bin/python scripts/screenshots.py [--out docs/images] [--only berthing]
 
 It takes about a minute (each attempt runs in real time at 1 kHz).
 """
@@ -74,6 +77,21 @@ def after_contact(delay_s: float) -> Callable[[App], bool]:
     return when
 
 
+def task_state(name: str, min_force_n: float) -> Callable[[App], bool]:
+    """The task machine runs state ``name`` and the posts push the pin with at least
+    ``min_force_n`` [N]."""
+    import numpy as np
+
+    def when(app: App) -> bool:
+        shot: Any = app.screen_obj
+        frame, info = getattr(shot, "frame", None), getattr(shot, "info", None)
+        if frame is None or info is None or info.task is None:
+            return False
+        return bool(info.task.state_name(frame.post_state_index) == name
+                    and float(np.linalg.norm(frame.wrench_force_n)) >= min_force_n)
+    return when
+
+
 def frames_later(n: int) -> Callable[[App], bool]:
     count = [0]
 
@@ -126,12 +144,23 @@ def run(config: WindowConfig, out: Path, steps: list[Step]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path("docs/images"))
+    parser.add_argument("--only", choices=("berthing",), help="take only this screenshot")
     args = parser.parse_args(argv)
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="capture-trainer-shots-") as tmp:
         data = Path(tmp)
         base: dict[str, Any] = {"out_dir": data, "trainee": "ada", "countdown_s": 1.5}
+        berthing = WindowConfig(device="simulated", participant_kind="expert", scenario="berthing-planar",
+                                **{**base, "out_dir": data / "berthing"})
+        run(berthing, out, [
+            (None, screen("MessageScreen"), ("p",)),
+            ("trainer-berthing.png", task_state("seat", 2.0), ()),
+            ("trainer-berthing-card.png", screen("_ScoreScreen"), ("return",)),
+            (None, screen("MessageScreen"), ("q",)),
+        ])
+        if args.only == "berthing":
+            return 0
         # An earlier session: a guided and an unguided attempt (a miss or a hard hit is likely).
         earlier = WindowConfig(device="simulated", participant_kind="novice", **base)
         run(earlier, out, [

@@ -311,7 +311,9 @@ def build_trial(request: TrialRequest, out_dir: str | Path) -> Trial:
                             _capture_rules(scenario, plan, shoulder_m, reach_m))
         link = _make_link(request, scenario, plan.seed)
         compensator = _make_compensator(request, scenario, plan, link, ee0)
-        post = None if task is None else _make_post(task, arm, scene, shoulder_m, reach_m)
+        post = None if task is None else _make_post(
+            task, arm, scene, shoulder_m, reach_m, 0.0 if link is None else link.config.delay_s,
+            "none" if compensator is None else compensator.name)
         tick = ServoTick(TrialParts(commander, slave, arm, scene, law, recorder, scene, link, compensator, post),
                          limits)
         tick.guidance_state.arm_base_position_m[:] = shoulder_m
@@ -407,9 +409,10 @@ def _task(request: TrialRequest, scenario: Scenario) -> TaskSpec | None:
 
 
 def _make_post(task: TaskSpec, arm: ArmBackend, scene: CaptureScene, shoulder_m: NDArray[np.float64],
-               reach_m: float) -> PostCapturePhase:
+               reach_m: float, command_delay_s: float = 0.0, compensator: str = "none") -> PostCapturePhase:
     """The post-capture phase of ``task``: its fixtures go into the arm's PyBullet world,
-    which must hold the debris (the in-process plant)."""
+    which must hold the debris (the in-process plant); the link's delay and the
+    compensator's name go to behaviours that model the master side (``mixed``)."""
     from trials.behaviours.phase import PostCapturePhase, make_world
 
     world = None
@@ -421,7 +424,7 @@ def _make_post(task: TaskSpec, arm: ArmBackend, scene: CaptureScene, shoulder_m:
         import pybullet
 
         world = make_world(task, pybullet, client)
-    return PostCapturePhase(task, DT_S, world, shoulder_m, reach_m)
+    return PostCapturePhase(task, DT_S, world, shoulder_m, reach_m, command_delay_s, compensator)
 
 
 def _make_link(request: TrialRequest, scenario: Scenario, seed: int) -> DelayedLink | None:

@@ -20,6 +20,8 @@ from numpy.typing import NDArray
 
 from capture_trainer import trial_log
 
+#: Posts of a task's fixtures the snapshot carries (more are not drawn).
+MAX_POSTS = 4
 #: Scalar and vector fields, in block order; ``links`` (n_joints + 2 points) comes last.
 FIELDS: tuple[tuple[str, int], ...] = (
     ("seq", 1),
@@ -46,6 +48,15 @@ FIELDS: tuple[tuple[str, int], ...] = (
     ("captured_at_s", 1),  # NaN until the tool closes on the debris
     ("sigma_ratio", 1),  # the IK's reaction-singularity gauge (the reactionless margin)
     ("ghost_ee_position_m", 3),  # the real end effector as it arrived over a delayed link; NaN without one
+    # after the capture, with a task (trials.behaviours; the trial log's post-capture columns):
+    ("post_state_index", 1),  # into the task's states; -1 outside a running machine
+    ("post_behaviour_index", 1),  # into trials.behaviours.BEHAVIOURS' names; -1: none
+    ("attractor_m", 3),  # the admittance controller's attractor (zero outside a running task)
+    ("wrench_force_n", 3),  # the posts' force on the payload
+    ("wrench_limit_n", 1),  # the running behaviour's limit on |wrench_force_n|; inf: none (RWE)
+    ("post_outcome", 1),  # 0 while no machine ended, else 1 + index in machine.MACHINE_OUTCOMES
+    ("pin_m", 3),  # the payload's pin; NaN before the capture or without fixtures
+    ("posts_m", 3 * MAX_POSTS),  # the posts, row after row; NaN rows: no post
 )
 #: The flag of each bit of the "flags" field: the trial log's flags, in their order.
 FLAG_BITS = trial_log.FLAGS

@@ -38,6 +38,7 @@ from robot.arm import ArmBackend, ArmMeasurement
 from robot.debris import CaptureScene, Payload
 from robot.slave import SlaveController, SlaveStatus
 from scenarios.motion import TargetMotion
+from trials.behaviours.machine import MACHINE_OUTCOMES
 from trials.capture_event import CaptureMonitor, CaptureRules
 from trials.commanders import (BIT_CAPTURED, BIT_CONTACT, BIT_FAULT, BIT_LIMITED, BIT_REPLAN, BIT_SINGULAR,
                                Commander)
@@ -452,6 +453,24 @@ class ServoTick:
         values[field["sigma_ratio"]] = self._sigma[0]
         values[field["ghost_ee_position_m"]] = self._delayed_views[0] if self.link is not None else math.nan
         values[field["links"]] = self.parts.arm.link_positions_m().ravel()
+        # the post-capture phase: the row the recorder got, the machine's end, the fixtures
+        row, post = self._post_row, self.post
+        values[field["post_state_index"]] = row[0]
+        values[field["post_behaviour_index"]] = row[1]
+        values[field["attractor_m"]] = row[2:5]
+        values[field["wrench_force_n"]] = row[5:8]
+        values[field["wrench_limit_n"]] = row[11]
+        outcome = "" if post is None else post.machine.outcome
+        values[field["post_outcome"]] = 1 + MACHINE_OUTCOMES.index(outcome) if outcome else 0
+        world = None if post is None else post.world
+        posts = values[field["posts_m"]]
+        posts[:] = math.nan
+        if world is not None:
+            values[field["pin_m"]] = world.pin_m
+            shown = min(len(world.post_positions_m), posts.size // 3)
+            posts[:3 * shown] = world.post_positions_m[:shown].ravel()
+        else:
+            values[field["pin_m"]] = math.nan
         now = time.perf_counter()
         if self._last_publish_wall_s > 0.0:
             rate = (self.k - self._last_publish_k) / max(now - self._last_publish_wall_s, 1e-9)

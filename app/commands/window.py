@@ -62,6 +62,7 @@ def _window_options(parser: argparse.ArgumentParser, device_required: bool = Fal
                         help="countdown before each attempt [s] (default 3, none with --auto)")
     arguments.arm_options(parser)
     arguments.delay_options(parser)
+    arguments.compensator_options(parser)
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -94,6 +95,10 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                        help="the trainee's guidance schedule (kept in the trainee database): the share of the "
                        "guidance force felt in guided attempts; fading withdraws it as the captures get softer "
                        "(see docs/guidance.md)")
+    train.add_argument("--task", metavar="TASK",
+                       help="the behaviours after the capture, triggered with keys 1-9, R, J (docs/behaviours.md): "
+                       "a built-in task (`capture-trainer tasks`), a task .toml path, or none; default: the "
+                       "built-in task that names the scenario, if any")
     train.set_defaults(handler=_train)
 
     session = subparsers.add_parser(
@@ -171,6 +176,7 @@ def _config(args: argparse.Namespace, **extra: Any) -> WindowConfig:
         arm_keys=args.keys,
         countdown_s=args.countdown,
         **arguments.delay_request(args),
+        **arguments.compensator_request(args),
         **extra,
     )
 
@@ -189,7 +195,7 @@ def _train(args: argparse.Namespace) -> int:
     config = _config(
         args, scenario=args.scenario, out_dir=args.out or _data_dir(args) / "trainer",
         db_path=args.db, trainee=args.trainee,
-        auto=auto, quit_when_done=args.quit_when_done, schedule=args.schedule,
+        auto=auto, quit_when_done=args.quit_when_done, schedule=args.schedule, task=args.task,
     )
     results = run_trainer(config)
     _print_results(results)

@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from app.ui.behaviours_view import StateTimeline, draw_timeline
 from app.ui.outcomes import OUTCOME_HINTS, AttemptOutcome, outcome_label
-from app.ui.scene import COLOURS
+from app.ui.palette import COLOURS
 from app.ui.trainee_db import Attempt
 
 @dataclass(frozen=True)
@@ -204,12 +205,15 @@ class CardExtras:
         authority: the trainee's guidance authority (None: not known, not shown).
         experimenter: the experimenter's lines (servo figures, data-quality flags,
             trial file), each ``(text, colour key)``; shown only in the experimenter's view.
+        timeline: the task's states over time after the capture
+            (:class:`app.ui.behaviours_view.StateTimeline`), None: no task.
     """
 
     verdict: tuple[str, str] | None = None
     scored: str = ""
     authority: float | None = None
     experimenter: tuple[tuple[str, str], ...] = ()
+    timeline: StateTimeline | None = None
 
 
 def draw_score_card(surface: Any, fonts: dict[str, Any], title: str, status: str,
@@ -263,6 +267,10 @@ def draw_score_card(surface: Any, fonts: dict[str, Any], title: str, status: str
     for line, colour in extras.experimenter:
         text(line, (60, y), "small", colour)
         y += 20
+    if extras.timeline is not None:
+        import pygame
+
+        draw_timeline(surface, pygame.Rect(60, y + 30, surface.get_width() - 120, 24), extras.timeline, fonts)
     if footnote and experimenter:
         text(footnote, (60, surface.get_height() - 80), "small", "dim")
     text(hint, (60, surface.get_height() - 50), "normal", "dim")

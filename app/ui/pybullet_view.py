@@ -47,7 +47,7 @@ ENVELOPE_ALPHA = 0.35
 
 def state_rgba(state: str, alpha: float = 1.0) -> list[float]:
     """The window's colour of a tool state (``tool``, ``contact``, ``captured``) as RGBA 0..1."""
-    from app.ui.scene import COLOURS
+    from app.ui.palette import COLOURS
 
     return [c / 255.0 for c in COLOURS[state]] + [alpha]
 

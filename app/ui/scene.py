@@ -31,44 +31,19 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from app.ui.behaviours_view import TaskInfo, close_up_rect, draw_close_up, draw_fixtures, task_visible
+from app.ui.palette import COLOURS
+from app.ui.palette import arrow as _arrow
 from app.ui.ghost import draw_ghost
 from robot.models import CaptureTool
 from trials.snapshot import FLAG_BITS, PHASES, SharedSnapshot
 
-COLOURS: dict[str, tuple[int, int, int]] = {
-    "background": (14, 18, 28),
-    "panel": (24, 30, 44),
-    "grid": (34, 42, 60),
-    "text": (220, 226, 236),
-    "dim": (130, 140, 160),
-    "base": (110, 122, 146),
-    "arm": (80, 160, 255),
-    "joint": (200, 220, 255),
-    "ee": (255, 226, 60),
-    "trail": (120, 110, 50),
-    "target": (255, 72, 56),
-    "path": (170, 80, 70),
-    "command": (60, 220, 230),
-    "guidance": (70, 230, 110),
-    "force_calc": (255, 160, 30),
-    "force_act": (235, 50, 235),
-    "good": (70, 200, 110),
-    "warn": (240, 190, 50),
-    "bad": (240, 70, 60),
-    "tool": (190, 170, 255),  # the capture tool before any contact
-    "contact": (255, 105, 180),  # the tool touches the fixture (the "contact" flag)
-    "captured": (120, 255, 200),  # the tool has closed on the fixture (the "captured" flag)
-    "reach": (90, 120, 200),  # the pointer's reach (--device mouse)
-    "cursor": (255, 255, 255),  # the pointer's cursor (--device mouse)
-    "shadow": (78, 86, 110),  # depth cues: shadows on the ground plane
-    "moment": (255, 250, 200),  # the marks of the first contact and the capture
-}
 #: The servo corner's colour for each level of :func:`app.ui.servo.servo_health`.
 HEALTH_COLOURS: dict[str, str] = {"idle": "dim", "good": "good", "warn": "warn", "bad": "bad"}
 #: Predicted debris path horizon [s] (constant-velocity prediction from the snapshot).
@@ -133,6 +108,15 @@ class Frame:
     captured_at_s: float = math.nan  # NaN until the tool closes on the debris
     sigma_ratio: float = math.nan  # the IK's reaction-singularity gauge; NaN: no reading
     ghost_m: NDArray[np.float64] | None = None  # the delayed real end effector (app.ui.ghost)
+    # the task after the capture (app.ui.behaviours_view; trials.snapshot's post-capture slots)
+    post_state_index: int = -1  # the running state (-1: none)
+    post_behaviour_index: int = -1  # its behaviour kind (-1: none)
+    attractor_m: NDArray[np.float64] | None = None  # the admittance controller's attractor [m]
+    wrench_force_n: NDArray[np.float64] = field(default_factory=lambda: np.zeros(3))  # posts on payload [N]
+    wrench_limit_n: float = math.inf  # the running behaviour's limit on |wrench_force_n| [N]
+    post_outcome: int = 0  # 0 while no machine ended, else 1 + index of the outcome
+    pin_m: NDArray[np.float64] | None = None  # the payload's pin [m] (NaN or None: none)
+    posts_m: NDArray[np.float64] | None = None  # (n, 3) posts [m] (NaN rows: none)
 
     @classmethod
     def read(cls, snapshot: SharedSnapshot) -> Frame | None:
@@ -173,7 +157,17 @@ class Frame:
             # NaN (no reading) for a block laid out without the field
             sigma_ratio=num("sigma_ratio") if "sigma_ratio" in snapshot.offsets else math.nan,
             ghost_m=vec("ghost_ee_position_m") if "ghost_ee_position_m" in snapshot.offsets else None,
+            **(cls._post(vec, num) if "post_state_index" in snapshot.offsets else {}),
         )
+
+    @staticmethod
+    def _post(vec: Any, num: Any) -> dict[str, Any]:
+        """The post-capture slots of a snapshot (a block laid out without them: defaults)."""
+        return {"post_state_index": int(num("post_state_index")),
+                "post_behaviour_index": int(num("post_behaviour_index")),
+                "attractor_m": vec("attractor_m"), "wrench_force_n": vec("wrench_force_n"),
+                "wrench_limit_n": num("wrench_limit_n"), "post_outcome": int(num("post_outcome")),
+                "pin_m": vec("pin_m"), "posts_m": vec("posts_m").reshape(-1, 3)}
 
     @property
     def in_contact(self) -> bool:
@@ -286,25 +280,6 @@ def base_margin(sigma_ratio: float) -> BaseMargin:
     return BaseMargin(level, colour, label, MARGIN_WARNING if sigma_ratio < BASE_MARGIN else "")
 
 
-def _arrow(surface: Any, colour: tuple[int, int, int], start: tuple[int, int],
-           delta: tuple[float, float], width: int = 4, max_px: float = 160.0) -> None:
-    import pygame
-
-    length = math.hypot(*delta)
-    if length < 2.0:
-        return
-    if length > max_px:
-        delta = (delta[0] * max_px / length, delta[1] * max_px / length)
-        length = max_px
-    end = (start[0] + delta[0], start[1] + delta[1])
-    pygame.draw.line(surface, colour, start, end, width)
-    ux, uy = delta[0] / length, delta[1] / length
-    head = min(14.0, 0.5 * length)
-    left = (end[0] - head * ux + 0.5 * head * uy, end[1] - head * uy - 0.5 * head * ux)
-    right = (end[0] - head * ux - 0.5 * head * uy, end[1] - head * uy + 0.5 * head * ux)
-    pygame.draw.polygon(surface, colour, (end, left, right))
-
-
 def _dashed(surface: Any, colour: tuple[int, int, int], start: tuple[int, int],
             end: tuple[int, int], dash_px: float = 8.0) -> None:
     import pygame
@@ -339,6 +314,7 @@ class AttemptInfo:
     post_capture_window_s: float = 1.0  # the scored time after contact [s]
     countdown_s: float = 0.0  # the hold before the first tick [s]
     workspace: PointerWorkspace | None = None  # the pointer's reach (``--device mouse``)
+    task: TaskInfo | None = None  # the task after the capture (keys, close-up), None: none
 
     @property
     def spatial(self) -> bool:
@@ -583,6 +559,10 @@ class SceneRenderer:
                 self.text(surface, f"tool and debris fixture drawn x{self.detail:.1f}",
                           (view.rect.x + 6, view.rect.bottom - 18), colour="dim")
         self._overlay(surface, frame, countdown_left_s)
+        task = self.info.task
+        if task is not None and task_visible(frame):
+            view = self.views[0][1]
+            draw_close_up(surface, close_up_rect(view.rect), view.axes, frame, task, self.fonts)
         self.text(surface, header, (12, self.view_area.height - 26), "normal")
         self._panel(surface, frame, experimenter)
         if experimenter:
@@ -707,6 +687,8 @@ class SceneRenderer:
         pygame.draw.line(surface, COLOURS["command"], (cx - 7, cy), (cx + 7, cy), 2)
         pygame.draw.line(surface, COLOURS["command"], (cx, cy - 7), (cx, cy + 7), 2)
         draw_ghost(surface, view, frame.ghost_m)
+        if self.info.task is not None:
+            draw_fixtures(surface, view, frame, self.info.task)
         ee = view(frame.ee_m)
         pygame.draw.circle(surface, COLOURS["ee"], ee, EE_PX)
         # The fixture over the end-effector dot: at contact their centres are millimetres apart.

@@ -6,7 +6,10 @@ servo loop (a ``spawn``-ed child) share no interpreter:
 
 - **control** (window -> servo): a :class:`multiprocessing.Pipe` carries ``start``
   (an :class:`AttemptSpec`) and ``quit``; a shared float array carries the *abort*
-  flag, which the servo checks every tick without a system call;
+  flag, which the servo checks every tick without a system call, and the operator's
+  *request* of a task state after the capture (:meth:`ServoProcess.request`: a state
+  index and a counter; the guard around the tick hands a new one to
+  ``PostCapturePhase.request`` in the servo thread, between two ticks);
 - **state** (servo -> window): the trial's :class:`trials.snapshot.SharedSnapshot`
   (created by the servo per attempt, attached by name by the window) and, in the same
   shared float array, the live loop statistics (rate over the last 250 ticks, overruns,
@@ -56,7 +59,10 @@ log = logging.getLogger(__name__)
 #: Indices of the shared control/statistics array (RECENT_WORST_MS: the worst period of
 #: the last STATS_EVERY ticks; PRIORITY: a code of PRIORITY_CODES, 0 until known).
 ABORT, TICKS, OVERRUNS, WORST_MS, RATE_HZ, RUNNING, PRIORITY, RECENT_WORST_MS = range(8)
-_CONTROL_SIZE = 8
+#: The operator's request of a task state: the state's index, and a counter the window
+#: raises after writing it (a new count is a new request; the servo only reads both).
+REQUEST_STATE, REQUEST_COUNT = 8, 9
+_CONTROL_SIZE = 10
 #: What :func:`raise_priority` got, as written to the shared array.
 PRIORITY_CODES = {"normal": 1.0, "high": 2.0, "realtime": 3.0}
 #: Live statistics are refreshed every this many ticks.
@@ -129,6 +135,8 @@ class AttemptSpec:
         countdown_s: after the build, hold this long [s] before the first tick (the
             window's countdown); a preview snapshot (phase ``idle``) is published first so
             the window can draw the scene, and Esc during the hold aborts the attempt.
+        task: the task after the capture (``TrialRequest.task``: a built-in task, a file,
+            ``"none"``; None: the scenario's own, if a task names it).
         Other fields: as ``trials.runner.TrialRequest``; ``paced`` is always True here
         (a person watches).
     """
@@ -151,8 +159,11 @@ class AttemptSpec:
     delay_s: float | None = None
     jitter_s: float | None = None
     loss: float | None = None
+    compensator: str | None = None
+    contact_feedback: bool | None = None
     countdown_s: float = 0.0
     guidance_authority: float = 1.0
+    task: str | None = None
 
 
 @dataclass(frozen=True)
@@ -207,6 +218,13 @@ class ServoProcess:
     def abort(self) -> None:
         """Stop the running attempt at the next tick (its file is kept, marked incomplete)."""
         self.control[ABORT] = 1.0
+
+    def request(self, state_index: int) -> None:
+        """Ask the running attempt's task machine for state ``state_index`` (an index into
+        the ``started`` message's ``task["states"]``); it starts on the next tick after the
+        capture (``PostCapturePhase.request``). Before the capture it is dropped."""
+        self.control[REQUEST_STATE] = float(state_index)
+        self.control[REQUEST_COUNT] = self.control[REQUEST_COUNT] + 1.0
 
     def poll(self, timeout_s: float = 0.0) -> tuple[str, dict[str, Any]] | None:
         """The next message from the servo, or None when none arrived within ``timeout_s``.
@@ -426,7 +444,7 @@ def _run_attempt(
             recorder = trial.recorder
             columns = [recorder.column_index(joint_position_column(j)) for j in range(trial.n_joints)]
         tick = _guarded(trial.tick, control, joints, trial.recorder.row, columns,
-                        options.snapshot_every)
+                        options.snapshot_every, getattr(getattr(trial, "tick", None), "post", None))
         control[RUNNING] = 1.0
         fault: BaseException | None = None
         try:
@@ -495,6 +513,29 @@ def _describe(trial: Any, snapshot: Any, spec: AttemptSpec) -> dict[str, Any]:
         "target_radius_m": float(scenario.target.radius_m),
         "duration_s": trial.max_ticks * 1e-3,
         **_task_figures(trial),
+        "task": _post_task(trial),
+    }
+
+
+def _post_task(trial: Any) -> dict[str, Any] | None:
+    """The task after the capture as the window draws it and maps keys to it
+    (``app.ui.behaviours_view.TaskInfo``), or None without one."""
+    post = getattr(getattr(trial, "tick", None), "post", None)
+    if post is None:
+        return None
+    from trials.behaviours.spec import BEHAVIOURS
+
+    task = post.task
+    fixtures = task.fixtures
+    return {
+        "name": task.name,
+        "states": list(task.state_names),
+        "state_behaviours": [task.states[name].behaviour.kind for name in task.state_names],
+        "wrench_limit_targets": {name: state.on.get("wrench_limit") for name, state in task.states.items()},
+        "behaviours": list(BEHAVIOURS.names()),
+        "post_names": [] if fixtures is None else [p.name for p in fixtures.posts],
+        "post_radii_m": [] if fixtures is None else [float(p.radius_m) for p in fixtures.posts],
+        "pin_radius_m": None if fixtures is None else float(fixtures.pin_radius_m),
     }
 
 
@@ -539,10 +580,14 @@ def _preview(trial: Any, snapshot: Any) -> None:
         values[field_["target_position_m"]] = position[0]
         values[field_["target_velocity_m_s"]] = velocity[0]
         values[field_["distance_m"]] = float(np.linalg.norm(position[0] - ee)) - trial.scenario.target.radius_m
-        # NaN: "none yet" (and the delayed link's ghost slot: "no link")
-        for name in ("reached_at_s", "first_contact_s", "captured_at_s", "sigma_ratio", "ghost_ee_position_m"):
+        # NaN: "none yet" (and the delayed link's ghost slot: "no link"; no pin, no posts)
+        for name in ("reached_at_s", "first_contact_s", "captured_at_s", "sigma_ratio", "ghost_ee_position_m",
+                     "pin_m", "posts_m", "wrench_limit_n"):
             if name in field_:
                 values[field_[name]] = math.nan
+        for name in ("post_state_index", "post_behaviour_index"):  # no task state yet
+            if name in field_:
+                values[field_[name]] = -1.0
         values[field_["phase"]] = 0.0
         values[field_["links"]] = np.asarray(trial.arm.link_positions_m(), dtype=float).ravel()
         snapshot.publish()
@@ -601,11 +646,15 @@ def _metrics(path: str | None) -> dict[str, Any]:
 
 
 def _guarded(tick: Callable[[], bool], control: Any, joints: Any, row: Any, columns: list[int] | None,
-             every: int) -> Callable[[], bool]:
-    """Wrap the tick: stop on the abort flag; keep the live statistics; every ``every``
-    ticks copy the joint angles from the recorder's row (``columns``; None: do not).
-    Allocation-free apart from Python floats."""
+             every: int, post: Any = None) -> Callable[[], bool]:
+    """Wrap the tick: stop on the abort flag; hand the operator's new requests to the
+    post-capture phase (``post``, a ``PostCapturePhase``; None: no task), in this thread
+    between two ticks, once the phase is active (a request before the capture is dropped);
+    keep the live statistics; every ``every`` ticks copy the joint angles from the
+    recorder's row (``columns``; None: do not). Allocation-free apart from Python floats."""
     now = time.perf_counter
+    states = () if post is None else post.task.state_names
+    seen = [0.0 if post is None else control[REQUEST_COUNT]]
     # previous tick, window start, overruns, worst period, worst period of this window
     last = [math.nan, now(), 0.0, 0.0, 0.0]
     count = [0]
@@ -614,6 +663,11 @@ def _guarded(tick: Callable[[], bool], control: Any, joints: Any, row: Any, colu
     def guarded() -> bool:
         if control[ABORT] != 0.0:
             return False
+        if post is not None and control[REQUEST_COUNT] != seen[0]:
+            seen[0] = control[REQUEST_COUNT]
+            index = int(control[REQUEST_STATE])
+            if post.active and 0 <= index < len(states):
+                post.request(states[index])
         t = now()
         period = t - last[0]
         last[0] = t

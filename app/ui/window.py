@@ -93,6 +93,8 @@ class WindowConfig:
             drive that arm over the link in real time (``TrialRequest.arm``).
         delay_s, jitter_s, loss: the delayed link between the stylus and the arm
             (``TrialRequest``; None: the scenario's ``[delay]``).
+        compensator, contact_feedback: the delay compensator and the contact force in
+            the hand (``TrialRequest``; None: the scenario's ``[delay]`` and ``[rendering]``).
         countdown_s: the countdown before every attempt [s] (None: :data:`COUNTDOWN_S`,
             or none for ``auto`` runs).
         experimenter: start in the experimenter's view (servo figures, base disturbance,
@@ -100,6 +102,8 @@ class WindowConfig:
         schedule: the trainee's guidance schedule (a name in
             ``guidance.schedule.SCHEDULES``, default parameters), set in the trainee
             database when the session opens; None keeps the one stored (none: authority 1).
+        task: the task after the capture in the trainee flow (``TrialRequest.task``: a
+            built-in task, a ``.toml`` path or ``"none"``; None: the scenario's own).
     """
 
     device: str = "simulated"
@@ -123,9 +127,12 @@ class WindowConfig:
     delay_s: float | None = None
     jitter_s: float | None = None
     loss: float | None = None
+    compensator: str | None = None
+    contact_feedback: bool | None = None
     countdown_s: float | None = None
     experimenter: bool = False
     schedule: str | None = None
+    task: str | None = None
 
     def __post_init__(self) -> None:
         # Anchored once, here: the database stores trial paths, and the history must not
@@ -315,7 +322,7 @@ class App:
         self.pygame.display.quit()
 
     def text(self, value: str, pos: tuple[int, int], font: str = "normal", colour: str = "text") -> None:
-        from app.ui.scene import COLOURS
+        from app.ui.palette import COLOURS
 
         self.screen.blit(self.fonts[font].render(value, True, COLOURS[colour]), pos)
 
@@ -413,7 +420,7 @@ class MessageScreen(Screen):
             self.actions[key][1]()
 
     def draw(self, surface: Any) -> None:
-        from app.ui.scene import COLOURS
+        from app.ui.palette import COLOURS
 
         surface.fill(COLOURS["background"])
         self.app.text(self.title, (60, 50), "large")
@@ -447,7 +454,7 @@ class NameScreen(Screen):
                 self.app.switch(None)
 
     def draw(self, surface: Any) -> None:
-        from app.ui.scene import COLOURS
+        from app.ui.palette import COLOURS
 
         surface.fill(COLOURS["background"])
         self.app.text("Debris capture trainer", (60, 60), "large")
@@ -523,10 +530,24 @@ class AttemptScreen(Screen):
                 self._move_pointer(0.0, 0.0, -1.0)
             elif event.key == pygame.K_e:
                 self.app.experimenter = not self.app.experimenter
+            else:
+                self._request_state(pygame.key.name(event.key))
         elif event.type == pygame.MOUSEWHEEL:
             self._move_pointer(0.0, 0.0, float(event.y))
         elif event.type == pygame.MOUSEMOTION:
             self._move_pointer(float(event.rel[0]), float(event.rel[1]), 0.0)
+
+    def _request_state(self, key: str) -> None:
+        """After the capture, a task key asks the servo for a state
+        (:func:`app.ui.behaviours_view.requested_state`)."""
+        task = None if self.info is None else self.info.task
+        if task is None or self.frame is None or not self.frame.captured:
+            return
+        from app.ui.behaviours_view import requested_state
+
+        index = requested_state(key, task, self.frame.post_state_index)
+        if index is not None:
+            self.app.servo.request(index)
 
     @property
     def running(self) -> bool:
@@ -614,6 +635,7 @@ class AttemptScreen(Screen):
 
     def _started(self, payload: dict[str, Any]) -> None:
         from trials.snapshot import SharedSnapshot, SnapshotLayout
+        from app.ui.behaviours_view import TaskInfo
         from app.ui.scene import AttemptInfo, PointerWorkspace
 
         self.snapshot = SharedSnapshot(SnapshotLayout(payload["n_joints"]), name=payload["snapshot"])
@@ -623,6 +645,7 @@ class AttemptScreen(Screen):
             scenario=payload["scenario"], duration_s=payload["duration_s"],
             countdown_s=float(self.spec.countdown_s),
             workspace=PointerWorkspace.from_payload(payload) if self.app.input is not None else None,
+            task=TaskInfo.from_payload(payload.get("task")),
             **{key: float(payload[key]) for key in (
                 "tool_tip_radius_m", "envelope_radius_m", "capture_speed_m_s", "target_speed_m_s",
                 "start_gap_m", "post_capture_window_s") if key in payload},
@@ -680,7 +703,8 @@ class AttemptScreen(Screen):
             self._grabbed = False
 
     def draw(self, surface: Any) -> None:
-        from app.ui.scene import COLOURS, SceneRenderer
+        from app.ui.palette import COLOURS
+        from app.ui.scene import SceneRenderer
 
         if self.frame is None or self.info is None:
             surface.fill(COLOURS["background"])
@@ -816,7 +840,9 @@ class TraineeFlow:
             out_dir=str(self.config.out_dir / "trials"), device=self.config.device,
             trial_id=trial_id, end_on_capture=self.config.stop_after_s is None,
             arm=self.config.arm, arm_keys=self.config.arm_keys, delay_s=self.config.delay_s,
-            jitter_s=self.config.jitter_s, loss=self.config.loss, countdown_s=self.config.countdown,
+            jitter_s=self.config.jitter_s, loss=self.config.loss, compensator=self.config.compensator,
+            contact_feedback=self.config.contact_feedback, countdown_s=self.config.countdown,
+            task=self.config.task,
             **participant_fields(self.config.device, self.trainee, self.config.participant_kind),
         )
         label = {"dg": "practise with guidance", "ng": "test without guidance"}.get(condition, condition)
@@ -938,6 +964,10 @@ class _ScoreScreen(Screen):
         self.comparisons = compare(scores, earlier)
         self.band_m_s, self.window_s = scenario_figures(result.spec.scenario)
         self.authority = guidance_authority(flow.db, flow.trainee)
+        from app.ui.behaviours_view import read_timeline
+
+        # a task trial's states over time (read once from its file; None: no task)
+        self.timeline = read_timeline(result.summary.get("path")) if result.summary.get("task") else None
 
     def event(self, event: Any) -> None:
         key = self.key(event)
@@ -967,7 +997,7 @@ class _ScoreScreen(Screen):
         return CardExtras(verdict=verdict,
                           scored=f"The {self.window_s:g} s after the first contact is scored "
                           "(speed error and gap while you stay with the debris).",
-                          authority=self.authority, experimenter=lines)
+                          authority=self.authority, experimenter=lines, timeline=self.timeline)
 
     def draw(self, surface: Any) -> None:
         from app.ui.cards import draw_score_card
@@ -1144,6 +1174,7 @@ class SessionFlow:
             trial_id=spec.trial_id, repetition=spec.repetition, metadata=metadata,
             end_on_capture=window.stop_after_s is None, arm=window.arm, arm_keys=window.arm_keys,
             delay_s=window.delay_s, jitter_s=window.jitter_s, loss=window.loss,
+            compensator=window.compensator, contact_feedback=window.contact_feedback,
             countdown_s=0.0 if self.auto_left else window.countdown, **fields_,
         )
         header = f"{self._position(spec)}: {spec.condition.upper()}  ({spec.participant_id})"

@@ -36,6 +36,8 @@ class PhaseView(Protocol):
         slave_fault, singular, limited: the slave's status this tick.
         sigma_ratio: the reaction-singularity gauge of the slave's IK.
         controller: the admittance controller (its attractor is the behaviour's to move).
+        command_delay_s: the trial's one-way command delay [s] (0: none).
+        compensator: the trial's compensator name (``none`` without one).
     """
 
     t_s: float
@@ -51,6 +53,14 @@ class PhaseView(Protocol):
     limited: bool
     sigma_ratio: float
     controller: AdmittanceController
+    command_delay_s: float
+    compensator: str
+
+    def contact_gap(self, axis: Vec) -> tuple[float, float, float] | None:
+        """The distance [m] the payload's pin can move along the unit ``axis`` before it
+        touches a post, with that contact's stiffness [N/m] and damping [N s/m]; None: no
+        post on that line."""
+        ...
 
     def seat_goal(self, out: Vec) -> str | None:
         """The port position [m] at which the pin touches both posts, into ``out``;
@@ -120,7 +130,14 @@ def _norm(v: Vec) -> float:
 
 
 class BehaviourRun:
-    """One behaviour from its start to its result (subclasses: one per kind)."""
+    """One behaviour from its start to its result (subclasses: one per kind).
+
+    Attributes:
+        drives_port: the run writes the controller's port command itself (``mixed``);
+            the phase then does not integrate the admittance law (A2) that tick.
+    """
+
+    drives_port = False
 
     def __init__(self, state: str, behaviour: Behaviour, view: PhaseView) -> None:
         self.behaviour = behaviour
@@ -303,12 +320,3 @@ class JiggleRun(BehaviourRun):
         if elapsed >= b.duration_s:
             return "timeout", f"advanced only {progress * 1e3:.1f} mm of {b.push_m * 1e3:.1f} in {b.duration_s:.2f} s"
         return "", ""
-
-
-def start_behaviour(state: str, behaviour: Behaviour, view: PhaseView) -> BehaviourRun:
-    """The run of ``behaviour`` for machine state ``state``, starting now."""
-    if isinstance(behaviour, Ptwl):
-        return PtwlRun(state, behaviour, view)
-    if isinstance(behaviour, Rwe):
-        return RweRun(state, behaviour, view)
-    return JiggleRun(state, behaviour, view)

@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from capture_trainer.registry import packaged_files, suggestion
-from trials.behaviours.execute import BehaviourResult, BehaviourRun, PhaseView, start_behaviour
+from trials.behaviours.execute import BehaviourResult, BehaviourRun, PhaseView
+from trials.behaviours.runs import start_behaviour
 from trials.behaviours.spec import RESULTS, Behaviour, BehaviourError, make_behaviour, check_number, check_vector
 
 #: What a machine ends with.
@@ -295,6 +296,11 @@ class TaskMachine:
     def running(self) -> bool:
         """Started and not ended."""
         return self._run is not None
+
+    @property
+    def drives_port(self) -> bool:
+        """The running behaviour writes the port command itself (see ``BehaviourRun``)."""
+        return self._run is not None and self._run.drives_port
 
     @property
     def behaviour(self) -> Behaviour | None:

@@ -69,11 +69,18 @@ class PostCapturePhase:
         world: the posts and the pin (None: no contact; the wrench is zero).
         shoulder_m, reach_m: the arm's first joint [m] and its reach [m] (a seat the arm
             cannot reach is refused with that reason).
+        command_delay_s: the trial's one-way command delay [s] (the ``mixed`` behaviour's
+            master side).
+        compensator: the trial's compensator name (``mixed`` with ``scheme = "auto"``).
     """
 
     def __init__(self, task: TaskSpec, dt_s: float, world: BerthingWorld | None = None,
-                 shoulder_m: Vec | None = None, reach_m: float = math.inf) -> None:
+                 shoulder_m: Vec | None = None, reach_m: float = math.inf, command_delay_s: float = 0.0,
+                 compensator: str = "none") -> None:
         self.task = task
+        self.command_delay_s = float(command_delay_s)
+        self.compensator = compensator
+        self._payload_mass_kg = math.nan
         self.world = world
         self.machine = TaskMachine(task)
         self.controller = AdmittanceController(AdmittanceGains(), dt_s)
@@ -127,6 +134,31 @@ class PostCapturePhase:
                     f"{self.reach_m:.3f} m")
         return None
 
+    def contact_gap(self, axis: Vec) -> tuple[float, float, float] | None:
+        """The nearest post the pin meets moving along the unit ``axis``: the free travel
+        [m] and the contact's stiffness [N/m] and damping [N s/m] (the fixtures' law with
+        the payload mass); None without one."""
+        world = self.world
+        if world is None or not world.attached or not math.isfinite(self._payload_mass_kg):
+            return None
+        gaps, slopes = [], []
+        for index, post in enumerate(world.posts):
+            d = world.post_positions_m[index] - world.pin_m
+            along = float(d @ axis)
+            lateral = float(np.linalg.norm(d - along * axis))
+            touch = post.radius_m + world.pin.radius_m
+            if along > 0.0 and lateral < touch:
+                cosine = math.sqrt(touch * touch - lateral * lateral) / touch
+                gaps.append(along - cosine * touch)
+                slopes.append(cosine * cosine)  # a post met at an angle: k cos² along the axis
+        if not gaps:
+            return None
+        best = min(gaps)
+        share = sum(c for g, c in zip(gaps, slopes) if g - best < 1e-3)  # the posts met together
+        contact = world.contact
+        return (best, share * contact.stiffness_n_m(self._payload_mass_kg),
+                share * contact.damping_n_s_m(self._payload_mass_kg))
+
     # ------------------------------------------------------------------ tick side
     def _read(self, t_s: float, m: ArmMeasurement, status: SlaveStatus) -> None:
         self.t_s = t_s
@@ -143,6 +175,7 @@ class PostCapturePhase:
                  payload_mass_kg: float) -> None:
         """The tool has closed: the pin rides on the payload, the controller starts on
         the port (bumpless), the machine enters its start state."""
+        self._payload_mass_kg = float(payload_mass_kg)
         if self.world is not None and scene is not None:
             scene.proxy_follows = True
             self.world.attach(scene.body_id, payload_mass_kg, scene)
@@ -166,7 +199,8 @@ class PostCapturePhase:
         machine.step(self)
         if not machine.running and self._hold_until_s == math.inf:
             self._hold_until_s = t_s + HOLD_AFTER_TASK_S
-        self.controller.step(self.force_n)
+        if not machine.drives_port:
+            self.controller.step(self.force_n)
         pos_out[:] = self.controller.position_m
         vel_out[:] = self.controller.velocity_m_s
         acc_out[:] = self.controller.acceleration_m_s2

@@ -251,11 +251,85 @@ class Jiggle(_Behaviour):
         return self.wrench_limit_n
 
 
-Behaviour = Union[Ptwl, Rwe, Jiggle]
+#: Schemes of :class:`Mixed`: ``virtual`` (eq. 3 in full, the operator on the ground's
+#: virtual arm), ``direct`` (direct delayed commands: no virtual arm, no ``K_c`` term, the
+#: operator on the delayed real force), ``auto`` (``virtual`` under the trial's
+#: ``predictive`` compensator, ``direct`` otherwise).
+MIXED_SCHEMES: tuple[str, ...] = ("auto", "virtual", "direct")
+
+
+@dataclass(frozen=True)
+class Mixed(_Behaviour):
+    """Yang & Konno's mixed force/motion command pressing the payload on the fixtures
+    (:mod:`trials.behaviours.mixed`; gains of their Table 2 by default).
+
+    Attributes:
+        axis: the press direction, task frame (normalised; not zero).
+        target_force_n: the slave force the operator aims for [N] (``G f_m`` held).
+        approach_force_n: the operator's master force before they see the contact [N].
+        contact_seen_n: the seen slave force at which the operator switches to
+            ``target_force_n / G`` [N].
+        scheme: one of :data:`MIXED_SCHEMES`.
+        delay_s: one-way delay of the master side [s]; None: the trial's command delay.
+        duration_s: how long it runs [s]; then ``succeeded`` if the force is within
+            ``tolerance_n`` of the target, else ``timeout``.
+        tolerance_n: [N].
+        wrench_limit_n: the contact force that stops it [N].
+        force_gain_m_s_n, restraint_gain_1_s, damping, force_scale, servo_lag_s: eq. 3's
+            ``K_s``, ``K_c``, ``D``, ``G``, the velocity servo's lag
+            (:class:`robot.mixed_command.MixedCommandGains`).
+        model_error: the ground model's relative error in the contact stiffness.
+    """
+
+    kind: ClassVar[str] = "mixed"
+    axis: Vec3 = (-1.0, 0.0, 0.0)
+    target_force_n: float = 10.0
+    approach_force_n: float = 3.0
+    contact_seen_n: float = 1.0
+    scheme: str = "auto"
+    delay_s: float | None = None
+    duration_s: float = 6.0
+    tolerance_n: float = 2.0
+    wrench_limit_n: float = 200.0
+    force_gain_m_s_n: float = 1.0 / 1400.0
+    restraint_gain_1_s: float = 80.0 / 1000.0
+    damping: float = 0.3
+    force_scale: float = 10.0
+    servo_lag_s: float = 0.02
+    model_error: float = 0.2
+
+    def __post_init__(self) -> None:
+        w = self.where
+        self._check_common()
+        axis = check_vector(w, "axis", self.axis)
+        norm = math.sqrt(sum(v * v for v in axis))
+        if norm == 0.0:
+            raise BehaviourError(f"{w}: axis must not be zero")
+        object.__setattr__(self, "axis", tuple(v / norm for v in axis))
+        if self.scheme not in MIXED_SCHEMES:
+            raise BehaviourError(f"{w}: scheme must be one of {', '.join(MIXED_SCHEMES)}, got {self.scheme!r}")
+        if self.delay_s is not None:
+            object.__setattr__(self, "delay_s", check_number(w, "delay_s", self.delay_s, 0.0, 30.0))
+        for name in ("target_force_n", "approach_force_n", "contact_seen_n", "duration_s", "tolerance_n",
+                     "wrench_limit_n", "force_gain_m_s_n", "force_scale", "servo_lag_s"):
+            object.__setattr__(self, name, check_number(w, name, getattr(self, name), 0.0, strict_low=True))
+        for name in ("restraint_gain_1_s", "damping"):
+            object.__setattr__(self, name, check_number(w, name, getattr(self, name), 0.0))
+        object.__setattr__(self, "model_error", check_number(w, "model_error", self.model_error, -0.9, 0.9))
+        if self.target_force_n >= self.wrench_limit_n:
+            raise BehaviourError(f"{w}: target_force_n ({self.target_force_n:g}) must be below wrench_limit_n "
+                                 f"({self.wrench_limit_n:g})")
+
+    def limit_n(self) -> float:
+        return self.wrench_limit_n
+
+
+Behaviour = Union[Ptwl, Rwe, Jiggle, Mixed]
 
 #: The behaviour kinds by name: the single source of the names task files and the CLI use.
-BEHAVIOURS: Registry[type[Ptwl] | type[Rwe] | type[Jiggle]] = Registry("behaviour", error=BehaviourError)
-for _kind in (Ptwl, Rwe, Jiggle):
+BEHAVIOURS: Registry[type[Ptwl] | type[Rwe] | type[Jiggle] | type[Mixed]] = Registry("behaviour",
+                                                                                      error=BehaviourError)
+for _kind in (Ptwl, Rwe, Jiggle, Mixed):
     BEHAVIOURS.register(_kind.kind, _kind)
 
 
