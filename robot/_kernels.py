@@ -472,18 +472,19 @@ def dynamics_terms(q, qd, rot0, joint_xyz, joint_rot, joint_axis, link_mass, lin
     zero3 = np.zeros(3)
     _dynamics_terms_in(arena, 0, q, qd, rot0, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
                        ee_offset, base_mass, base_inertia, l_b, 0.0, zero3, zero3, zero3, jac, jdqd, mmat, nvec, re_b,
-                       vee_b)
+                       vee_b, np.empty(3))
 
 
 @njit(cache=True, error_model="numpy")
 def _dynamics_terms_in(arena, top, q, qd, rot0, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
                        ee_offset, base_mass, base_inertia, l_b, infer, wm_b, f_b, pf_b, jac, jdqd, mmat, nvec, re_b,
-                       vee_b):
+                       vee_b, w_b):
     """:func:`dynamics_terms` with its scratch from ``arena[top:]``.
 
     ``infer`` > 0: ``l_b`` is an output, the momentum that makes the model's base rate the
     measured ``wm_b`` (base frame): ``A (wm_b − Om qd)``, from the same evaluation of the
-    maps at ``q`` (no extra cost but a 3x3 inverse).
+    maps at ``q`` (no extra cost but a 3x3 inverse). ``w_b``: out (3,), the model's base
+    rate ``Om qd + A⁻¹ l_b`` (base frame).
 
     With a system angular momentum ``L`` (``l_b`` in the base frame, constant in the task
     frame, so ``d l_b/dt = −w x l_b``): the base rate is ``w = Om qd + A⁻¹ l_b`` and
@@ -501,7 +502,6 @@ def _dynamics_terms_in(arena, top, q, qd, rot0, joint_xyz, joint_rot, joint_axis
     n = q.shape[0]
     jg, top = _empty(arena, top, (3, n))
     om, top = _empty(arena, top, (3, n))
-    w_b, top = _zeros(arena, top, (3,))
     ainv, top = _empty(arena, top, (3, 3))
     rho, top = _empty(arena, top, (3,))
     _maps_times_rates(arena, top, q, qd, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
@@ -1319,6 +1319,7 @@ def controller_step(q, qd, base_pos, base_quat, base_w, base_v, have_base, momen
     vee_b, top = _empty(arena, top, (3,))
     l_b, top = _zeros(arena, top, (3,))
     wm_b, top = _empty(arena, top, (3,))
+    w_model_b, top = _empty(arena, top, (3,))
     mode = params[P_MOMENTUM] if have_base > 0 else MOMENTUM_ZERO
     momentum = mode != MOMENTUM_ZERO
     for r in range(3):
@@ -1334,10 +1335,12 @@ def controller_step(q, qd, base_pos, base_quat, base_w, base_v, have_base, momen
                    + rot0[2, r] * (ext_point[2] - base_pos[2]))
     _dynamics_terms_in(arena, top, q, qd, rot0, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
                        ee_offset, base_mass, base_inertia, l_b, 1.0 if mode == MOMENTUM_MEASURED else 0.0, wm_b, f_b,
-                       pf_b, jac, jdqd, mmat, nvec, re_b, vee_b)
-    if momentum:  # the measured end effector velocity, base frame: R0ᵀ v0 + w x re + Je qd
-        _measured_ee_velocity_b(arena, top, q, qd, rot0, base_w, base_v, joint_xyz, joint_rot, joint_axis,
-                                ee_offset, vee_b)
+                       pf_b, jac, jdqd, mmat, nvec, re_b, vee_b, w_model_b)
+    ee_meas, top = _empty(arena, top, (3,))
+    ev_meas, top = _empty(arena, top, (3,))
+    if momentum:  # the measured end-effector velocity (base twist and joint rates), task frame
+        _ee_state_in(arena, top, q, qd, base_pos, rot0, base_v, base_w, joint_xyz, joint_rot, joint_axis, ee_offset,
+                     ee_meas, ev_meas)
     m = task_rows.shape[0]
     jf, top = _empty(arena, top, (m, n))
     ones, top = _ones(arena, top, (n,))
@@ -1354,7 +1357,7 @@ def controller_step(q, qd, base_pos, base_quat, base_w, base_v, have_base, momen
     kd = params[P_KD]
     for r in range(3):
         ee = base_pos[r] + rot0[r, 0] * re_b[0] + rot0[r, 1] * re_b[1] + rot0[r, 2] * re_b[2]
-        ev = rot0[r, 0] * vee_b[0] + rot0[r, 1] * vee_b[1] + rot0[r, 2] * vee_b[2]
+        ev = ev_meas[r] if momentum else rot0[r, 0] * vee_b[0] + rot0[r, 1] * vee_b[1] + rot0[r, 2] * vee_b[2]
         status[S_EE + r] = ee
         status[S_EE_V + r] = ev
         xdd[r] = a_cmd[r] - kp * (ee - x_cmd[r]) - kd * (ev - v_cmd[r])
@@ -1381,8 +1384,7 @@ def controller_step(q, qd, base_pos, base_quat, base_w, base_v, have_base, momen
             for r in range(3):
                 t_des[r] *= params[P_FEEDBACK_MAX] / mag
     if mode == MOMENTUM_GIVEN:
-        _closing_torque(arena, top, q, qd, rot0, base_w, l_b, joint_xyz, joint_rot, joint_axis, link_mass, link_com,
-                        link_inertia, ee_offset, base_mass, base_inertia, dt, t_des)
+        _closing_torque(arena, top, rot0, wm_b, w_model_b, base_inertia, dt, t_des)
     z_extra, top = _zeros(arena, top, (n,))
     if params[P_SOLVER] != SOLVER_PINV:
         _sigma_ascent_in(arena, top, q, jac, mmat, joint_xyz, joint_rot, joint_axis, link_mass, link_com,
@@ -1417,27 +1419,16 @@ def controller_step(q, qd, base_pos, base_quat, base_w, base_v, have_base, momen
 
 
 @njit(cache=True, error_model="numpy")
-def _closing_torque(arena, top, q, qd, rot0, base_w, l_b, joint_xyz, joint_rot, joint_axis, link_mass, link_com,
-                    link_inertia, ee_offset, base_mass, base_inertia, dt, t_des):
-    """Add to ``t_des`` the base torque (task frame) that, in the model with momentum
-    ``l_b``, brings the base rate to the measured ``base_w`` within one step ``dt``:
-    ``R0 (I0 (R0ᵀ w − w_model)/dt + w_model x I0 w_model)``, ``w_model = Om qd + A⁻¹ l_b``."""
-    n = q.shape[0]
-    jg, top = _empty(arena, top, (3, n))
-    om, top = _empty(arena, top, (3, n))
-    re, top = _empty(arena, top, (3,))
-    v0, top = _empty(arena, top, (3,))
-    w0, top = _empty(arena, top, (3,))
-    ainv, top = _empty(arena, top, (3, 3))
-    rho, top = _empty(arena, top, (3,))
-    _maps_times_rates(arena, top, q, qd, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
-                      ee_offset, base_mass, base_inertia, l_b, jg, om, re, v0, w0, ainv, rho)
+def _closing_torque(arena, top, rot0, wm_b, w0, base_inertia, dt, t_des):
+    """Add to ``t_des`` the base torque (task frame) that brings the model's base rate
+    ``w0`` to the measured ``wm_b`` (both base frame) within one step ``dt``:
+    ``R0 (I0 (wm_b − w0)/dt + w0 x I0 w0)``. Scratch from ``arena[top:]``."""
     d, top = _empty(arena, top, (3,))
     iw, top = _empty(arena, top, (3,))
-    for r in range(3):
-        d[r] = (rot0[0, r] * base_w[0] + rot0[1, r] * base_w[1] + rot0[2, r] * base_w[2] - w0[r]) / dt
-        iw[r] = base_inertia[r, 0] * w0[0] + base_inertia[r, 1] * w0[1] + base_inertia[r, 2] * w0[2]
     g, top = _empty(arena, top, (3,))
+    for r in range(3):
+        d[r] = (wm_b[r] - w0[r]) / dt
+        iw[r] = base_inertia[r, 0] * w0[0] + base_inertia[r, 1] * w0[1] + base_inertia[r, 2] * w0[2]
     _cross(w0, iw, g)
     for r in range(3):
         g[r] += base_inertia[r, 0] * d[0] + base_inertia[r, 1] * d[1] + base_inertia[r, 2] * d[2]
@@ -1446,31 +1437,33 @@ def _closing_torque(arena, top, q, qd, rot0, base_w, l_b, joint_xyz, joint_rot, 
 
 
 @njit(cache=True, error_model="numpy")
-def _measured_ee_velocity_b(arena, top, q, qd, rot0, base_w, base_v, joint_xyz, joint_rot, joint_axis, ee_offset,
-                            out):
-    """The end effector's velocity from the measured state, base frame [m/s]:
-    ``R0ᵀ v0 + (R0ᵀ w) x re + Σ k_j x (re − o_j) qd_j`` (no momentum assumption)."""
+def _ee_state_in(arena, top, q, qd, base_pos, rot0, base_v, base_w, joint_xyz, joint_rot, joint_axis, ee_offset, ee,
+                 ee_v):
+    """End effector from a measured state, task frame: ``ee = r0 + R0 r_e(q)``,
+    ``ee_v = v0 + w0 x (R0 r_e) + R0 Je(q) qd`` (forward kinematics; no momentum
+    assumption). Scratch from ``arena[top:]``."""
     n = q.shape[0]
     origins, top = _empty(arena, top, (n, 3))
     axes, top = _empty(arena, top, (n, 3))
     rots, top = _empty(arena, top, (n, 3, 3))
     re, top = _empty(arena, top, (3,))
     _forward_kinematics_in(arena, top, q, joint_xyz, joint_rot, joint_axis, ee_offset, origins, axes, rots, re)
-    wb, top = _empty(arena, top, (3,))
+    vb, top = _zeros(arena, top, (3,))
     tmp, top = _empty(arena, top, (3,))
-    cr, top = _empty(arena, top, (3,))
-    for r in range(3):
-        wb[r] = rot0[0, r] * base_w[0] + rot0[1, r] * base_w[1] + rot0[2, r] * base_w[2]
-        out[r] = rot0[0, r] * base_v[0] + rot0[1, r] * base_v[1] + rot0[2, r] * base_v[2]
-    _cross(wb, re, cr)
-    for r in range(3):
-        out[r] += cr[r]
+    tmp2, top = _empty(arena, top, (3,))
     for j in range(n):
         for r in range(3):
             tmp[r] = re[r] - origins[j, r]
-        _cross(axes[j], tmp, cr)
+        _cross(axes[j], tmp, tmp2)
         for r in range(3):
-            out[r] += cr[r] * qd[j]
+            vb[r] += tmp2[r] * qd[j]
+    rw, top = _empty(arena, top, (3,))
+    for r in range(3):
+        rw[r] = rot0[r, 0] * re[0] + rot0[r, 1] * re[1] + rot0[r, 2] * re[2]
+        ee[r] = base_pos[r] + rw[r]
+    _cross(base_w, rw, tmp)
+    for r in range(3):
+        ee_v[r] = base_v[r] + tmp[r] + rot0[r, 0] * vb[0] + rot0[r, 1] * vb[1] + rot0[r, 2] * vb[2]
 
 
 @njit(cache=True, error_model="numpy")
@@ -1500,29 +1493,10 @@ def plant_readout(state, before, have_before, joint_xyz, joint_rot, joint_axis, 
     base_w = state[2 * n + 10:2 * n + 13]
     arena = _view(arena, 0, arena.shape)  # type: ignore[call-arg]  # untracked (caller holds it): no ref counting
     top = 0
-    origins, top = _empty(arena, top, (n, 3))
-    axes, top = _empty(arena, top, (n, 3))
-    rots, top = _empty(arena, top, (n, 3, 3))
-    re, top = _empty(arena, top, (3,))
-    _forward_kinematics_in(arena, top, q, joint_xyz, joint_rot, joint_axis, ee_offset, origins, axes, rots, re)
     rot0, top = _empty(arena, top, (3, 3))
     quat_to_matrix(base_quat[0], base_quat[1], base_quat[2], base_quat[3], rot0)
-    vb, top = _zeros(arena, top, (3,))
-    tmp, top = _empty(arena, top, (3,))
-    tmp2, top = _empty(arena, top, (3,))
-    for j in range(n):
-        for r in range(3):
-            tmp[r] = re[r] - origins[j, r]
-        _cross(axes[j], tmp, tmp2)
-        for r in range(3):
-            vb[r] += tmp2[r] * qd[j]
-    rw, top = _empty(arena, top, (3,))
-    for r in range(3):
-        rw[r] = rot0[r, 0] * re[0] + rot0[r, 1] * re[1] + rot0[r, 2] * re[2]
-        ee[r] = base_pos[r] + rw[r]
-    _cross(base_w, rw, tmp)
-    for r in range(3):
-        ee_v[r] = base_v[r] + tmp[r] + rot0[r, 0] * vb[0] + rot0[r, 1] * vb[1] + rot0[r, 2] * vb[2]
+    _ee_state_in(arena, top, q, qd, base_pos, rot0, base_v, base_w, joint_xyz, joint_rot, joint_axis, ee_offset, ee,
+                 ee_v)
     quat_to_rotvec(base_quat, attitude)
     if have_before:
         _base_torque_in(arena, top, before[2 * n + 3:2 * n + 7], before[2 * n + 10:2 * n + 13], base_w, base_inertia,

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import math
 
-from typing import Any
+from numpy.typing import NDArray
 
 from robot.models import Link, ManipulatorModel, rpy_matrix
 
 #: A link's mass [kg], centre of mass (3,) [m] and inertia (3, 3) [kg m^2], link frame.
-LinkInertial = tuple[float, Any, Any]
+LinkInertial = tuple[float, NDArray, NDArray]
 
 _BASE_RGBA = "0.75 0.75 0.8 1"
 _LINK_RGBA = ("0.9 0.5 0.1 1", "0.2 0.5 0.9 1")

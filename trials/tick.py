@@ -203,7 +203,7 @@ class ServoTick:
         self.scene: CaptureScene = parts.scene or ProximityScene(parts.target, limits.target_radius_m)
         #: the contact pushes the arm itself (the debris in the arm's own world), so the
         #: slave's dynamics take the contact force on the tool into account
-        self._pushes_arm = getattr(self.scene, "contact_model", "") == "physics"
+        self._pushes_arm = self.scene.contact_model == "physics"
         self.monitor = CaptureMonitor(limits.capture_rules())
         self.payload: Payload | None = None
         self._reading = self.scene.reading
