@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -156,6 +156,40 @@ class Payload:
     angular_velocity_rad_s: NDArray[np.float64] | None = None
 
 
+@dataclass(frozen=True)
+class PayloadRelease:
+    """The tool opened: the debris, a free body again, as it left the tool (task frame).
+
+    Attributes:
+        t_s: plant time of the release [s].
+        centre_m, velocity_m_s, angular_velocity_rad_s: (3,) the debris' centre of mass
+            [m], its velocity [m/s] and angular velocity [rad/s]: the tool link's rigid
+            motion at that point (the debris leaves with the motion it had as a part of
+            the arm).
+        fixture_m: (3,) the grapple fixture's centre [m].
+        correction_m_s, correction_rad_s: the rigid twist the arm was given to keep the
+            system's linear and angular momentum (round-off of the rebuilt inertias; NaN:
+            the scene does not know it).
+    """
+
+    t_s: float
+    centre_m: NDArray[np.float64]
+    velocity_m_s: NDArray[np.float64]
+    angular_velocity_rad_s: NDArray[np.float64]
+    fixture_m: NDArray[np.float64]
+    correction_m_s: float = math.nan
+    correction_rad_s: float = math.nan
+
+    def as_dict(self) -> dict[str, Any]:
+        """For the trial log's metadata (non-finite numbers as None)."""
+        def number(value: float) -> float | None:
+            return value if math.isfinite(value) else None
+
+        return {"t_s": self.t_s, "centre_m": self.centre_m.tolist(), "velocity_m_s": self.velocity_m_s.tolist(),
+                "angular_velocity_rad_s": self.angular_velocity_rad_s.tolist(), "fixture_m": self.fixture_m.tolist(),
+                "correction_m_s": number(self.correction_m_s), "correction_rad_s": number(self.correction_rad_s)}
+
+
 class DebrisReading:
     """What the tick reads of the debris after a plant step (one instance, refilled).
 
@@ -229,6 +263,16 @@ class CaptureScene(Protocol):
 
 
 @runtime_checkable
+class ReleasesPayload(Protocol):
+    """A capture scene whose tool can open again (the debris a free body once more)."""
+
+    def release(self, t_s: float) -> PayloadRelease:
+        """Open the tool at plant time ``t_s`` [s]: the debris leaves with the tool's
+        motion; the reading is no longer ``attached``."""
+        ...
+
+
+@runtime_checkable
 class SimulatesDebris(Protocol):
     """An arm backend whose world can hold the debris (the in-process PyBullet plant)."""
 
@@ -258,6 +302,32 @@ def combined_link_mass(mass_kg: float, com_m: NDArray[np.float64], inertia_kg_m2
         d = np.asarray(centre, dtype=float) - com
         inertia = inertia + mass * (float(d @ d) * np.eye(3) - np.outer(d, d))
     return total, com, inertia
+
+
+def split_link_mass(mass_kg: float, com_m: NDArray[np.float64], inertia_kg_m2: NDArray[np.float64],
+                    payload: Payload) -> tuple[float, NDArray[np.float64], NDArray[np.float64]]:
+    """The inverse of :func:`combined_link_mass`: a link that carries ``payload`` (total
+    mass [kg], centre of mass [m] and inertia about it [kg m²], link frame) without it.
+
+    ``m = m_c − m_p``, ``c = (m_c c_c − m_p c_p) / m`` and, the parallel-axis theorem run
+    backwards, ``I = I_c − I_p − m S(c − c_c) − m_p S(c_p − c_c)`` with
+    ``S(d) = |d|² 1 − d dᵀ`` (the combined inertia about ``c_c`` is the two parts' moved
+    there).
+
+    Raises:
+        ValueError: the payload is not lighter than the link that carries it.
+    """
+    total = float(mass_kg)
+    mass = total - payload.mass_kg
+    if not mass > 0.0:
+        raise ValueError(f"a link of {total:g} kg cannot shed a payload of {payload.mass_kg:g} kg")
+    com_c = np.asarray(com_m, dtype=float)
+    com = (total * com_c - payload.mass_kg * payload.com_m) / mass
+    inertia = np.asarray(inertia_kg_m2, dtype=float) - payload.inertia_kg_m2
+    for part_mass, centre in ((mass, com), (payload.mass_kg, payload.com_m)):
+        d = np.asarray(centre, dtype=float) - com_c
+        inertia = inertia - part_mass * (float(d @ d) * np.eye(3) - np.outer(d, d))
+    return mass, com, inertia
 
 
 def tool_effective_mass_kg(model: ManipulatorModel, q_rad: ArrayLike) -> float:

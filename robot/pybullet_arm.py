@@ -184,6 +184,9 @@ class PyBulletArm:
         self.debris: PyBulletDebris | None = None
         #: The payload the last link carries as part of the multibody (:meth:`carry`).
         self.carried: Payload | None = None
+        #: The rigid twist :meth:`shed` added to keep the momentum: norms of its linear
+        #: [m/s] and angular [rad/s] parts (NaN before a release).
+        self.shed_correction = (math.nan, math.nan)
         self._targets: list[float] | None = None  # the joint motors' rate targets, as last set
         self.reset()
 
@@ -333,7 +336,7 @@ class PyBulletArm:
         self.debris = PyBulletDebris(self._pb, self._client, self._body, self._n - 1,
                                      self.model.capture_tool.tip_radius_m, self.model.links[-1].com_m, spec,
                                      prediction, tool_mass_kg=tool_effective_mass_kg(self.model, self.state().q_rad),
-                                     carrier=self.carry)
+                                     carrier=self.carry, shedder=self.shed)
         self.debris.proxy_follows = self._gui  # the GUI draws the world's bodies
         return self.debris
 
@@ -376,9 +379,35 @@ class PyBulletArm:
             self._conserve(before[0], before[1])
         return self._body
 
-    def _conserve(self, linear_kg_m_s: NDArray[np.float64], angular_kg_m2_s: NDArray[np.float64]) -> None:
+    def shed(self, debris_body: int) -> tuple[int, tuple[float, float]]:
+        """Open the tool: the inverse of :meth:`carry`. The body is rebuilt without the
+        payload (the model's own last link) and given the current state (base pose and
+        twist, joint angles and rates, the motors' rate targets); ``debris_body`` must
+        already be a free body at the payload's pose with the payload's velocity and
+        angular velocity (the tool link's rigid motion at the payload's centre of mass:
+        ``PyBulletDebris.release`` puts it there). Returns the new body id and
+        :attr:`shed_correction`.
+
+        Every part keeps its velocity, so the arm without the payload plus the debris
+        hold the merged body's linear and angular momentum; what round-off the rebuilt
+        inertias leave is taken out by a rigid twist added to the arm (as in
+        :meth:`carry`), so that arm plus base plus debris keep the momentum exactly. The
+        twist's size is :attr:`shed_correction` ((linear [m/s], angular [rad/s]) norms).
+        """
+        if self.carried is None:
+            raise PhysicsError("shed needs a payload the arm carries")
+        pb, client = self._pb, self._client
+        before = np.asarray(_momentum(pb, client, self._body, self._n)[2:4])
+        debris = np.asarray(_momentum(pb, client, debris_body, 0)[2:4])
+        self._replace_body(None)
+        self.shed_correction = self._conserve(before[0] - debris[0], before[1] - debris[1])
+        return self._body, self.shed_correction
+
+    def _conserve(self, linear_kg_m_s: NDArray[np.float64], angular_kg_m2_s: NDArray[np.float64]) -> tuple[
+            float, float]:
         """Add the rigid twist (about the system's centre of mass) that gives the body the
-        linear and angular momentum (about the task origin) given."""
+        linear and angular momentum (about the task origin) given; returns the norms of
+        its linear [m/s] and angular [rad/s] parts."""
         pb, client, body = self._pb, self._client, self._body
         mass, centre, linear, angular, inertia = _momentum(pb, client, body, self._n)
         dv = (linear_kg_m_s - linear) / mass
@@ -390,6 +419,7 @@ class PyBulletArm:
         pb.resetBaseVelocity(body, (np.asarray(velocity) + dv + np.cross(dw, position - centre)).tolist(),
                              (np.asarray(spin) + dw).tolist(), physicsClientId=client)
         self._fresh = False
+        return float(np.linalg.norm(dv)), float(np.linalg.norm(dw))
 
     def _replace_body(self, payload: Payload | None) -> None:
         """Swap the multibody for one whose last link carries ``payload`` (None: the

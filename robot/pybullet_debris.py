@@ -26,7 +26,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from capture_trainer.errors import PhysicsError
-from robot.debris import ContactModel, DebrisReading, DebrisSpec, PathMotion, Payload, quaternion_matrix
+from robot.debris import (ContactModel, DebrisReading, DebrisSpec, PathMotion, Payload, PayloadRelease,
+                          quaternion_matrix)
 
 #: The contact query runs while the surface gap is below this plus one tick's closing [m].
 CONTACT_QUERY_MARGIN_M = 0.01
@@ -46,13 +47,16 @@ class PenaltyContact:
     """
 
     def __init__(self, pb: ModuleType, client: int, body_a: int, link_a: int, body_b: int, link_b: int,
-                 model: ContactModel, mass_kg: float) -> None:
+                 model: ContactModel, mass_kg: float, wait_apart: bool = False) -> None:
         self._pb, self._client = pb, client
         self._a, self._link_a, self._b, self._link_b = body_a, link_a, body_b, link_b
         self.stiffness_n_m = model.stiffness_n_m(mass_kg)
         self.damping_n_s_m = model.damping_n_s_m(mass_kg)
         self.friction = model.friction
         self._active = True
+        #: the shapes overlap as the contact is made (a tool that just opened): no force
+        #: until they have been apart once, so the opening pushes nothing
+        self.wait_apart = wait_apart
         self._velocity_a = np.zeros(3)
         self._velocity_b = np.zeros(3)
         pb.setCollisionFilterPair(body_a, body_b, link_a, link_b, 0, physicsClientId=client)
@@ -88,10 +92,14 @@ class PenaltyContact:
         pb, client = self._pb, self._client
         points = pb.getClosestPoints(self._a, self._b, 0.0, self._link_a, self._link_b, physicsClientId=client)
         if not points:
+            self.wait_apart = False
             return False
         closest = min(points, key=lambda p: p[8])
         depth = -float(closest[8])
         if depth <= 0.0:
+            self.wait_apart = False
+            return False
+        if self.wait_apart:
             return False
         normal = np.asarray(closest[7], dtype=float)
         point = 0.5 * (np.asarray(closest[5]) + np.asarray(closest[6]))
@@ -141,6 +149,10 @@ class PyBulletDebris:
         prediction: its contact-free path (for :meth:`sample`).
         carrier: makes a payload part of the arm's multibody and returns the arm's new
             body id (``PyBulletArm.carry``); None: the closed tool stays a fixed constraint.
+        shedder: the inverse: takes the payload out of the arm's multibody, given the
+            debris body already put where it is and moving as it does, keeping the
+            momentum; returns the arm's new body id and the size of the rigid twist that
+            took out round-off (``PyBulletArm.shed``).
 
     Closing the tool (:meth:`attach`) takes two steps with a carrier: the fixed
     constraint closes the relative velocity in the step after the capture (the closing
@@ -156,7 +168,8 @@ class PyBulletDebris:
 
     def __init__(self, pb: ModuleType, client: int, arm_body: int, tool_link: int, tool_tip_radius_m: float,
                  tool_link_com_m: ArrayLike, spec: DebrisSpec, prediction: PathMotion,
-                 tool_mass_kg: float = math.inf, carrier: Callable[[Payload, int], int] | None = None) -> None:
+                 tool_mass_kg: float = math.inf, carrier: Callable[[Payload, int], int] | None = None,
+                 shedder: Callable[[int], tuple[int, tuple[float, float]]] | None = None) -> None:
         if not (spec.mass_kg > 0.0 and math.isfinite(spec.mass_kg)):
             raise PhysicsError(f"debris mass must be a positive number of kg, got {spec.mass_kg}")
         self._pb, self._client, self._arm, self._tool_link = pb, client, arm_body, tool_link
@@ -177,6 +190,10 @@ class PyBulletDebris:
         self._scratch = (np.zeros(3), np.zeros(3))
         self._constraint = -1
         self._carrier = carrier
+        self._shedder = shedder
+        self._correction = (math.nan, math.nan)
+        #: the tool's last opening (None: it never opened)
+        self.released: PayloadRelease | None = None
         self._to_carry: Payload | None = None  # closed, to be merged at the next read
         self.carried = False
         #: once the arm carries the debris: keep its body (a proxy) where the tool holds it,
@@ -282,6 +299,48 @@ class PyBulletDebris:
         """The debris' pose and velocities from the tool link that carries it (rigidly, at
         the pose it had when the tool closed); the proxy body is put there when
         :attr:`proxy_follows`. Returns the centre of mass."""
+        return self._payload_motion(self.proxy_follows)
+
+    def release(self, t_s: float) -> PayloadRelease:
+        """Open the tool (the inverse of :meth:`attach`): the debris body is put where
+        the tool holds it, with the tool link's rigid motion at its centre of mass
+        (``v = v_c + ω × (c_d − c)``, ``ω`` the link's), the arm sheds the payload
+        (the shedder keeps the system's momentum), and the debris is a free body again.
+        The tool-debris contact is live again once the two shapes have been apart (the
+        probe resting on the fixture as it opens pushes nothing); the capture monitor
+        decides whether the tool ever closes again.
+
+        Raises:
+            PhysicsError: the tool is not closed.
+        """
+        pb, client, r = self._pb, self._client, self.reading
+        if not r.attached:
+            raise PhysicsError("the tool is not closed: nothing to release")
+        self._correction = (math.nan, math.nan)
+        self._to_carry = None  # closed on this very tick and not merged yet: nothing to merge
+        if self.carried:
+            position = self._payload_motion(place=True)
+            if self._shedder is not None:
+                self._arm, self._correction = self._shedder(self._body)
+            self.carried = False
+        else:
+            position = self._read_body()
+        if self._constraint >= 0:
+            pb.removeConstraint(self._constraint, physicsClientId=client)
+            self._constraint = -1
+        self._coasting = False
+        r.attached = False
+        r.in_contact = False
+        r.force_on_debris_n[:] = 0.0
+        self._penalty = PenaltyContact(pb, client, self._body, -1, self._arm, self._tool_link, self.spec.contact,
+                                       self.contact_mass_kg, wait_apart=True)
+        self.released = PayloadRelease(t_s, np.array(position, dtype=float), self._velocity.copy(),
+                                       r.angular_velocity_rad_s.copy(), r.point_m.copy(), *self._correction)
+        return self.released
+
+    def _payload_motion(self, place: bool) -> tuple[float, ...]:
+        """The debris' pose and velocities from the tool link that carries it (see
+        :meth:`_follow_tool`); the body is put there when ``place``. Returns the centre."""
         pb, client = self._pb, self._client
         link = pb.getLinkState(self._arm, self._tool_link, computeLinkVelocity=1, computeForwardKinematics=1,
                                physicsClientId=client)
@@ -292,7 +351,7 @@ class PyBulletDebris:
         wx, wy, wz = angular
         velocity = (link[6][0] + wy * arm[2] - wz * arm[1], link[6][1] + wz * arm[0] - wx * arm[2],
                     link[6][2] + wx * arm[1] - wy * arm[0])
-        if self.proxy_follows:
+        if place:
             pb.resetBasePositionAndOrientation(self._body, position, orientation, physicsClientId=client)
             pb.resetBaseVelocity(self._body, velocity, angular, physicsClientId=client)
         return self._fill(position, orientation, velocity, angular)

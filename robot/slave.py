@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 
 from robot import _kernels as kern
 from robot.arm import ArmBackend, JointCommand
-from robot.debris import Payload, combined_link_mass, quaternion_matrix
+from robot.debris import Payload, combined_link_mass, quaternion_matrix, split_link_mass
 from robot.dynamics import system_momentum
 from robot.ik import IKSettings, settings_vector, solver_code
 from robot.models import ManipulatorModel
@@ -133,6 +133,7 @@ class SlaveController:
         self._arena = np.empty(kern.arena_size(n))  # the compiled tick's scratch space
         self.fault_count = 0
         self.payload: Payload | None = None
+        self._priority_before = self.settings.singularity_priority  # what attach_payload overrode
         self._momentum_l = np.zeros(3)  # the system's angular momentum for the closing tick
         self._closing = False
         self._closing_qdd_max = model.arrays.qdd_max
@@ -157,6 +158,7 @@ class SlaveController:
         link_mass[-1], link_com[-1], link_inertia[-1] = mass, com, inertia
         self._a = replace(a, link_mass=link_mass, link_com=link_com, link_inertia=link_inertia)
         self.payload = payload
+        self._priority_before = self.settings.singularity_priority
         self.settings = replace(self.settings, singularity_priority="reaction", system_momentum="measured")
         self._params = settings_vector(self.settings, *self._tuning)
         if closing is not None:
@@ -164,6 +166,35 @@ class SlaveController:
             self._momentum_l[:] = closing
             self._params[kern.P_MOMENTUM] = kern.MOMENTUM_GIVEN
             self._closing = True
+
+    def detach_payload(self) -> Payload | None:
+        """The tool has opened: the inverse of :meth:`attach_payload`. The last link
+        sheds the payload (:func:`robot.debris.split_link_mass`: mass, centre of mass and
+        inertia by the parallel-axis theorem run backwards), the singularity priority is
+        again the one before the capture. The system's momentum stays ``measured``: the
+        arm keeps what momentum the release leaves it (the debris takes its own away).
+        Returns the payload shed (None: none was attached)."""
+        payload = self.payload
+        if payload is None:
+            return None
+        a = self._a
+        mass, com, inertia = split_link_mass(float(a.link_mass[-1]), a.link_com[-1], a.link_inertia[-1], payload)
+        link_mass, link_com, link_inertia = a.link_mass.copy(), a.link_com.copy(), a.link_inertia.copy()
+        link_mass[-1], link_com[-1], link_inertia[-1] = mass, com, inertia
+        self._a = replace(a, link_mass=link_mass, link_com=link_com, link_inertia=link_inertia)
+        self.payload = None
+        self.settings = replace(self.settings, singularity_priority=self._priority_before)
+        self._params = settings_vector(self.settings, *self._tuning)
+        self._closing = False
+        self._closing_qdd_max = self._a.qdd_max
+        return payload
+
+    @property
+    def mass_model(self) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+        """The links' masses [kg], centres of mass [m] and inertias [kg m²] (link frames)
+        the momentum maps use now (copies; tests)."""
+        a = self._a
+        return a.link_mass.copy(), a.link_com.copy(), a.link_inertia.copy()
 
     def _closing_momentum(self, payload: Payload) -> NDArray[np.float64] | None:
         """The angular momentum of arm plus debris about their common centre of mass
