@@ -102,6 +102,11 @@ class CaptureMonitor:
         self._shoulder_list = [float(v) for v in rules.shoulder_m]
         self._reach2 = rules.reach_m ** 2
         self._relative = np.zeros(3)
+        #: when the tool last opened again [s] (NaN: never); a new capture then needs a
+        #: new soft contact episode and its hold
+        self.released_at_s = math.nan
+        self.n_captures = 0
+        self._open = False
 
     @property
     def touched(self) -> bool:
@@ -115,7 +120,7 @@ class CaptureMonitor:
 
     def update(self, t_s: float, r: DebrisReading, ee_m: NDArray[np.float64], ee_v_m_s: NDArray[np.float64]) -> bool:
         """One tick after the plant step; True on the tick the tool must close."""
-        if self.captured:
+        if self.captured and not self._open:
             return False
         rules = self.rules
         if r.in_contact and not self._was_in_contact:
@@ -142,10 +147,23 @@ class CaptureMonitor:
         self.longest_hold_s = max(self.longest_hold_s, held_for)
         if held_for + 1e-9 < rules.hold_s:
             return False
-        self.captured_at_s = t_s
-        self.capture = {"t_s": t_s, "relative_speed_m_s": speed, "gap_m": r.gap_m,
-                        "fixture_offset_m": [dx, dy, dz]}
+        self.n_captures += 1
+        self._open = False
+        if not self.captured:  # the first capture is the trial's
+            self.captured_at_s = t_s
+            self.capture = {"t_s": t_s, "relative_speed_m_s": speed, "gap_m": r.gap_m,
+                            "fixture_offset_m": [dx, dy, dz]}
         return True
+
+    def released(self, t_s: float) -> None:
+        """The tool has opened at ``t_s`` [s]: the debris is free. The tool closes again
+        only if the capture rules fire again: a new contact episode, soft when it begins,
+        then the hold (the contact the tool had as it opened does not count)."""
+        self.released_at_s = t_s
+        self._open = True
+        self._episode_soft = False
+        self._hold_since_s = math.nan
+        self._was_in_contact = True  # whatever touches now is the old episode's end
 
     def _begin_contact(self, t_s: float, r: DebrisReading, ee_v_m_s: NDArray[np.float64]) -> None:
         """A new contact episode: its closing speed decides whether it is soft."""

@@ -58,6 +58,8 @@ class Commander(Protocol):
         calculated_dev_n: the guidance force framed for the device [N], device frame.
         actuated_dev_n: what the device was told after its safety layer [N], device frame.
         clutched: the stylus is decoupled from the arm.
+        buttons: the device's buttons as last read (``haptics.device`` bits; 0 without a
+            device); the servo maps the second (``BUTTON_TRAINER``) to the task's "next".
     """
 
     device_position_m: Vec3
@@ -65,6 +67,7 @@ class Commander(Protocol):
     hand_force_n: Vec3
     calculated_dev_n: Vec3
     actuated_dev_n: Vec3
+    buttons: int
 
     @property
     def clutched(self) -> bool: ...
@@ -108,6 +111,8 @@ class _Buffers:
         self.hand_force_n = np.zeros(3)
         self.calculated_dev_n = np.zeros(3)
         self.actuated_dev_n = np.zeros(3)
+        #: the device's buttons as last read (``haptics.device`` bits; 0 without a device)
+        self.buttons = 0
 
 
 class HapticCommander(_Buffers):
@@ -160,6 +165,7 @@ class HapticCommander(_Buffers):
 
     def command(self, t_s: float, pos_out: Vec3, vel_out: Vec3, acc_out: Vec3) -> None:
         state: DeviceState = self.device.read()
+        self.buttons = state.buttons
         self.device_position_m[:] = state.position_m
         self.device_velocity_m_s[:] = state.velocity_m_s
         if not self._anchored:

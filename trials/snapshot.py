@@ -46,6 +46,7 @@ FIELDS: tuple[tuple[str, int], ...] = (
     ("reached_at_s", 1),  # NaN until the first reach
     ("first_contact_s", 1),  # NaN until the tool first touches the debris
     ("captured_at_s", 1),  # NaN until the tool closes on the debris
+    ("released_at_s", 1),  # NaN until the tool opens again (the task's ``open``)
     ("sigma_ratio", 1),  # the IK's reaction-singularity gauge (the reactionless margin)
     ("ghost_ee_position_m", 3),  # the real end effector as it arrived over a delayed link; NaN without one
     # after the capture, with a task (trials.behaviours; the trial log's post-capture columns):

@@ -35,7 +35,7 @@ from capture_trainer.errors import TrialError
 from guidance.law import GuidanceLaw
 from guidance.state import GuidanceState
 from robot.arm import ArmBackend, ArmMeasurement
-from robot.debris import CaptureScene, Payload
+from robot.debris import CaptureScene, Payload, ReleasesPayload
 from robot.slave import SlaveController, SlaveStatus
 from scenarios.motion import TargetMotion
 from trials.behaviours.machine import MACHINE_OUTCOMES
@@ -342,13 +342,26 @@ class ServoTick:
 
     def _capture(self) -> None:
         m = self._m
+        post = self.post
+        if post is not None and post.release_requested:  # the task's ``open`` asked: the tool opens now
+            self._release(post, m)
         if self.monitor.update(self._t_next_s, self._reading, m.ee_position_m, m.ee_velocity_m_s):
             self.payload = self.scene.attach()
             self.parts.slave.attach_payload(self.payload)
             self.parts.commander.captured(self._t_next_s, m.ee_position_m, m.ee_velocity_m_s)
-            if self.post is not None:
+            if post is not None:
                 scene = self.scene if hasattr(self.scene, "apply_payload_force") else None
-                self.post.captured(self._t_next_s, m, self._status, scene, self.payload.mass_kg)  # type: ignore[arg-type]
+                post.captured(self._t_next_s, m, self._status, scene, self.payload.mass_kg,  # type: ignore[arg-type]
+                              self._reading, isinstance(self.scene, ReleasesPayload))
+
+    def _release(self, post: PostCapturePhase, m: ArmMeasurement) -> None:
+        """Open the tool (once; like the closing, not a steady-state tick): the scene lets
+        the debris go with the tool's motion, the slave's model sheds the payload, the
+        monitor needs the capture rules to fire again before the tool closes again."""
+        release = self.scene.release(self._t_next_s)  # type: ignore[attr-defined]
+        self.parts.slave.detach_payload()
+        self.monitor.released(self._t_next_s)
+        post.released(self._t_next_s, release, m)
 
     def _guidance(self) -> None:
         self.guidance_state.t_s = self._t_next_s
@@ -450,6 +463,7 @@ class ServoTick:
         values[field["reached_at_s"]] = self.reached_at_s
         values[field["first_contact_s"]] = self.monitor.first_contact_s
         values[field["captured_at_s"]] = self.monitor.captured_at_s
+        values[field["released_at_s"]] = self.monitor.released_at_s
         values[field["sigma_ratio"]] = self._sigma[0]
         values[field["ghost_ee_position_m"]] = self._delayed_views[0] if self.link is not None else math.nan
         values[field["links"]] = self.parts.arm.link_positions_m().ravel()

@@ -16,8 +16,10 @@ rate). This module draws them, and maps the trainee's keys to the task's states:
 
 Keys (:func:`requested_state`): ``1`` .. ``9`` the task's states in file order; ``R`` a
 reset of the wrench equilibrium (the running state's ``wrench_limit`` target when that
-is an ``rwe`` state, else the first ``rwe`` state); ``J`` the first ``jiggle`` state.
-The window sends the state's index to the servo (``app.ui.servo.ServoProcess.request``).
+is an ``rwe`` state, else the first ``rwe`` state); ``J`` the first ``jiggle`` state;
+``N`` next: the running state's ``succeeded`` target (``TaskSpec.next_state``), as the
+device's second button does in the servo. The window sends the state's index to the
+servo (``app.ui.servo.ServoProcess.request``).
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ HINTS_PER_LINE = 3
 #: Key names (pygame's) of the task's first states, in file order.
 STATE_KEYS = ("1", "2", "3", "4", "5", "6", "7", "8", "9")
 #: Shortcut keys: a behaviour kind, reached through a state that runs it.
-RELAX_KEY, JIGGLE_KEY = "r", "j"
+RELAX_KEY, JIGGLE_KEY, NEXT_KEY = "r", "j", "n"
 #: The machine's outcomes as the snapshot's ``post_outcome`` numbers them (1 + index).
 OUTCOME_WORDS = ("succeeded", "failed", "aborted")
 
@@ -67,6 +69,8 @@ class TaskInfo:
         states: its states in file order (the snapshot's ``post_state_index``).
         state_behaviours: each state's behaviour kind.
         wrench_limit_targets: each state's ``wrench_limit`` transition ("" when none).
+        next_targets: each state's ``succeeded`` target when that is a state ("" when
+            none): the "next" of the N key and the device's second button.
         behaviours: every behaviour kind (the snapshot's ``post_behaviour_index``).
         post_names, post_radii_m: the posts' names and radii [m].
         pin_radius_m: the payload's pin radius [m] (NaN: no fixtures).
@@ -80,6 +84,7 @@ class TaskInfo:
     post_names: tuple[str, ...] = ()
     post_radii_m: tuple[float, ...] = ()
     pin_radius_m: float = math.nan
+    next_targets: tuple[str, ...] = ()
 
     @classmethod
     def from_payload(cls, task: dict[str, Any] | None) -> TaskInfo | None:
@@ -88,6 +93,7 @@ class TaskInfo:
             return None
         states = tuple(str(s) for s in task["states"])
         targets = task.get("wrench_limit_targets") or {}
+        following = task.get("next_targets") or {}
         pin = task.get("pin_radius_m")
         return cls(name=str(task["name"]), states=states,
                    state_behaviours=tuple(str(b) for b in task["state_behaviours"]),
@@ -95,7 +101,8 @@ class TaskInfo:
                    behaviours=tuple(str(b) for b in task["behaviours"]),
                    post_names=tuple(str(n) for n in task.get("post_names", ())),
                    post_radii_m=tuple(float(r) for r in task.get("post_radii_m", ())),
-                   pin_radius_m=math.nan if pin is None else float(pin))
+                   pin_radius_m=math.nan if pin is None else float(pin),
+                   next_targets=tuple(str(following.get(s) or "") for s in states))
 
     def state_name(self, index: int) -> str:
         """The state of a snapshot's ``post_state_index`` ("" for none)."""
@@ -112,6 +119,8 @@ class TaskInfo:
             keys.append("R relax")
         if "jiggle" in self.state_behaviours:
             keys.append("J jiggle")
+        if any(self.next_targets):
+            keys.append("N / button 2 next")
         return "   ".join(keys)
 
 
@@ -134,6 +143,9 @@ def requested_state(key: str, info: TaskInfo, running_index: int) -> int | None:
         return _first(info, "rwe")
     if key == JIGGLE_KEY:
         return _first(info, "jiggle")
+    if key == NEXT_KEY:
+        following = info.next_targets[running_index] if 0 <= running_index < len(info.next_targets) else ""
+        return info.states.index(following) if following in info.states else None
     return None
 
 

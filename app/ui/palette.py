@@ -29,6 +29,7 @@ COLOURS: dict[str, tuple[int, int, int]] = {
     "tool": (190, 170, 255),  # the capture tool before any contact
     "contact": (255, 105, 180),  # the tool touches the fixture (the "contact" flag)
     "captured": (120, 255, 200),  # the tool has closed on the fixture (the "captured" flag)
+    "open": (255, 200, 120),  # the tool has opened again after the capture (the task's "open")
     "reach": (90, 120, 200),  # the pointer's reach (--device mouse)
     "cursor": (255, 255, 255),  # the pointer's cursor (--device mouse)
     "shadow": (78, 86, 110),  # depth cues: shadows on the ground plane

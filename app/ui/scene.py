@@ -11,7 +11,8 @@ probe tip as a small filled circle of ``tip_radius_m``, the capture envelope as 
 circle of ``envelope_radius_m``. Its colour is the contact state of the snapshot's flags:
 ``tool`` before any contact, ``contact`` while the ``contact`` flag is set, ``captured``
 once the ``captured`` flag is set (the envelope drawn thick, the tool joined to the
-debris' fixture by a bar). The parts that live at the capture's scale (the fixture, the
+debris' fixture by a bar), ``open`` once the tool has opened again after the capture
+(the snapshot's ``released_at_s``; the envelope drawn as two jaws open toward the debris). The parts that live at the capture's scale (the fixture, the
 tip, the envelope: millimetres, a few pixels at the views' scale) are drawn at one common
 magnification (:attr:`SceneRenderer.detail`, at least 1, shown in the view's corner when
 above 1) so that the fixture is at least :data:`MIN_FIXTURE_PX` and the envelope at least
@@ -64,6 +65,9 @@ SHADOW_SLANT = 0.6
 FORCE_PX_PER_N = 28.0
 #: Smallest drawn radius of the debris' fixture [px].
 MIN_FIXTURE_PX = 7
+#: The opened tool's envelope is drawn as two jaws: the angle left open toward the
+#: debris [rad] (half of it at the back).
+OPEN_JAW_GAP_RAD = 1.6
 #: Smallest drawn radius of the capture envelope [px] (outside the end-effector dot).
 MIN_ENVELOPE_PX = 11
 #: Smallest drawn radius of the probe tip [px].
@@ -106,6 +110,7 @@ class Frame:
     servo_overruns: int
     first_contact_s: float = math.nan  # NaN until the tool first touches the debris
     captured_at_s: float = math.nan  # NaN until the tool closes on the debris
+    released_at_s: float = math.nan  # NaN until the tool opens again (the task's ``open``)
     sigma_ratio: float = math.nan  # the IK's reaction-singularity gauge; NaN: no reading
     ghost_m: NDArray[np.float64] | None = None  # the delayed real end effector (app.ui.ghost)
     # the task after the capture (app.ui.behaviours_view; trials.snapshot's post-capture slots)
@@ -154,6 +159,7 @@ class Frame:
             servo_overruns=int(num("servo_overruns")),
             first_contact_s=num("first_contact_s"),
             captured_at_s=num("captured_at_s"),
+            released_at_s=num("released_at_s") if "released_at_s" in snapshot.offsets else math.nan,
             # NaN (no reading) for a block laid out without the field
             sigma_ratio=num("sigma_ratio") if "sigma_ratio" in snapshot.offsets else math.nan,
             ghost_m=vec("ghost_ee_position_m") if "ghost_ee_position_m" in snapshot.offsets else None,
@@ -180,11 +186,19 @@ class Frame:
         return "captured" in self.flags
 
     @property
+    def released(self) -> bool:
+        """The tool has opened again after the capture (the debris free once more)."""
+        return not self.captured and self.released_at_s >= self.captured_at_s  # False while either is NaN
+
+    @property
     def tool_state(self) -> str:
-        """``captured``, ``contact`` or ``tool`` (neither): the tool's colour key."""
+        """``captured``, ``contact``, ``open`` (opened after the capture) or ``tool``
+        (none of these): the tool's colour key."""
         if self.captured:
             return "captured"
-        return "contact" if self.in_contact else "tool"
+        if self.in_contact:
+            return "contact"
+        return "open" if self.released else "tool"
 
     @property
     def closing_speed_m_s(self) -> float:
@@ -246,6 +260,8 @@ def capture_status(frame: Frame) -> tuple[str, str, str]:
     that ended, "no contact yet" before any.
     """
     first, closed = frame.first_contact_s, frame.captured_at_s
+    if frame.released:
+        return f"tool opened at {frame.released_at_s:.2f} s (captured at {closed:.2f} s)", "normal", "open"
     if frame.captured:
         return (f"captured at {closed:.2f} s" if closed == closed else "captured"), "normal", "captured"
     if frame.in_contact:
@@ -785,6 +801,13 @@ class SceneRenderer:
             pygame.draw.line(surface, colour, ee, fixture, 3)
             pygame.draw.circle(surface, colour, fixture, fixture_px + 3, 2)
         pygame.draw.circle(surface, colour, ee, tip_px)
+        if frame.released:  # opened: the envelope drawn as two jaws, open toward the debris
+            toward = math.atan2(-(fixture[1] - ee[1]), fixture[0] - ee[0])  # screen y points down
+            rect = pygame.Rect(ee[0] - envelope_px, ee[1] - envelope_px, 2 * envelope_px, 2 * envelope_px)
+            gap = OPEN_JAW_GAP_RAD
+            pygame.draw.arc(surface, colour, rect, toward + 0.5 * gap, toward + math.pi - 0.25 * gap, 3)
+            pygame.draw.arc(surface, colour, rect, toward + math.pi + 0.25 * gap, toward + 2.0 * math.pi - 0.5 * gap, 3)
+            return
         pygame.draw.circle(surface, colour, ee, envelope_px, {"tool": 1, "contact": 2}.get(state, 3))
 
     def _base(self, surface: Any, view: Projection, frame: Frame) -> None:
@@ -957,7 +980,7 @@ class SceneRenderer:
                    ("path", "debris predicted path"), ("command", "stylus command"),
                    ("guidance", "guidance force (task)"), ("force_calc", "calculated force"),
                    ("force_act", "actuated force"), ("tool", "capture tool"),
-                   ("contact", "tool: in contact"), ("captured", "tool: captured"))
+                   ("contact", "tool: in contact"), ("captured", "tool: captured"), ("open", "tool: opened"))
         x, y = pos
         for i, (key, label) in enumerate(entries):
             row = y + 20 * (i // 2)

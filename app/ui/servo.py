@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from capture_trainer.errors import CaptureTrainerError, TrialError
+from haptics.device import BUTTON_TRAINER
 
 log = logging.getLogger(__name__)
 
@@ -443,8 +444,9 @@ def _run_attempt(
         if options.publish_joints and trial.n_joints <= MAX_JOINTS:
             recorder = trial.recorder
             columns = [recorder.column_index(joint_position_column(j)) for j in range(trial.n_joints)]
-        tick = _guarded(trial.tick, control, joints, trial.recorder.row, columns,
-                        options.snapshot_every, getattr(getattr(trial, "tick", None), "post", None))
+        servo_tick = getattr(trial, "tick", None)
+        tick = _guarded(trial.tick, control, joints, trial.recorder.row, columns, options.snapshot_every,
+                        getattr(servo_tick, "post", None), getattr(getattr(servo_tick, "parts", None), "commander", None))
         control[RUNNING] = 1.0
         fault: BaseException | None = None
         try:
@@ -532,6 +534,7 @@ def _post_task(trial: Any) -> dict[str, Any] | None:
         "states": list(task.state_names),
         "state_behaviours": [task.states[name].behaviour.kind for name in task.state_names],
         "wrench_limit_targets": {name: state.on.get("wrench_limit") for name, state in task.states.items()},
+        "next_targets": {name: task.next_state(name) for name in task.state_names},
         "behaviours": list(BEHAVIOURS.names()),
         "post_names": [] if fixtures is None else [p.name for p in fixtures.posts],
         "post_radii_m": [] if fixtures is None else [float(p.radius_m) for p in fixtures.posts],
@@ -646,15 +649,22 @@ def _metrics(path: str | None) -> dict[str, Any]:
 
 
 def _guarded(tick: Callable[[], bool], control: Any, joints: Any, row: Any, columns: list[int] | None,
-             every: int, post: Any = None) -> Callable[[], bool]:
+             every: int, post: Any = None, commander: Any = None) -> Callable[[], bool]:
     """Wrap the tick: stop on the abort flag; hand the operator's new requests to the
     post-capture phase (``post``, a ``PostCapturePhase``; None: no task), in this thread
     between two ticks, once the phase is active (a request before the capture is dropped);
     keep the live statistics; every ``every`` ticks copy the joint angles from the
-    recorder's row (``columns``; None: do not). Allocation-free apart from Python floats."""
+    recorder's row (``columns``; None: do not). Allocation-free apart from Python floats.
+
+    The device's second button (``BUTTON_TRAINER`` in ``commander.buttons``, as the tick
+    last read it; a Touch's HD_DEVICE_BUTTON_2, the window pointer's right button) is the
+    operator's "next" once the phase is active: a press writes the running state's
+    ``succeeded`` target (``post.next_state()``) into the control array as the window's
+    keys do (state index, then the counter), and the request goes the keys' way."""
     now = time.perf_counter
     states = () if post is None else post.task.state_names
     seen = [0.0 if post is None else control[REQUEST_COUNT]]
+    held = [False]  # the second button as last seen (a press is a rising edge)
     # previous tick, window start, overruns, worst period, worst period of this window
     last = [math.nan, now(), 0.0, 0.0, 0.0]
     count = [0]
@@ -663,6 +673,14 @@ def _guarded(tick: Callable[[], bool], control: Any, joints: Any, row: Any, colu
     def guarded() -> bool:
         if control[ABORT] != 0.0:
             return False
+        if commander is not None and post is not None:
+            pressed = bool(commander.buttons & BUTTON_TRAINER)
+            if pressed and not held[0] and post.active:
+                following = post.next_state()
+                if following is not None:  # as ServoProcess.request writes a key's request
+                    control[REQUEST_STATE] = float(states.index(following))
+                    control[REQUEST_COUNT] = control[REQUEST_COUNT] + 1.0
+            held[0] = pressed
         if post is not None and control[REQUEST_COUNT] != seen[0]:
             seen[0] = control[REQUEST_COUNT]
             index = int(control[REQUEST_STATE])

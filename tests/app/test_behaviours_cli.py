@@ -14,7 +14,7 @@ def test_tasks_lists_the_built_in_tasks_and_behaviours(capsys: pytest.CaptureFix
     assert main(["tasks"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("berthing") and "(after berthing-planar)" in out and "(after jam-planar)" in out
-    assert out.rstrip().endswith("behaviours: ptwl, rwe, jiggle, mixed")
+    assert out.rstrip().endswith("behaviours: ptwl, rwe, jiggle, mixed, open")
     assert main(["tasks", "jam"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["states"]["push"]["exhausted"] == "jiggle" and shown["states"]["push"]["retries"] == 1

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-BERTHING_STATES = ("stabilise", "approach", "relax_approach", "seat", "relax_seat", "release")
+BERTHING_STATES = ("stabilise", "approach", "relax_approach", "seat", "relax_seat", "release", "open")
 
 
 def test_a_key_after_the_capture_starts_the_requested_state(tmp_path: Path, monkeypatch) -> None:
@@ -53,13 +53,16 @@ def test_a_key_after_the_capture_starts_the_requested_state(tmp_path: Path, monk
     assert "the operator chose 'release'" in post["results"][0]["reason"]
     assert runs[1][0] == "release"
     assert not {"approach", "seat"} & {state for state, _ in runs}
-    # the log's state column: stabilise (0), then release (5), nothing in between
+    # the log's state column: stabilise (0), then release (5), nothing in between, then
+    # the tool opens (6) as the task's transitions say
     states = np.asarray(log.table.column("state_index").to_numpy())
     t = np.asarray(log.table.column("t_s").to_numpy())
     running = states[states >= 0]
     first_release = int(np.argmax(running == 5))
-    assert running[0] == 0 and first_release > 0
-    assert set(running[:first_release].tolist()) == {0} and set(running[first_release:].tolist()) == {5}
+    first_open = int(np.argmax(running == 6))
+    assert running[0] == 0 and first_open > first_release > 0
+    assert set(running[:first_release].tolist()) == {0} and set(running[first_release:first_open].tolist()) == {5}
+    assert set(running[first_open:].tolist()) == {6} and post["release"]["state"] == "open"
     # the request came from the key: release starts after the frame on which it was pressed
     assert t[states == 5][0] >= pressed[0]
     # the window drew the state names it read from the snapshot
@@ -83,6 +86,7 @@ def test_the_tick_publishes_the_task_to_the_snapshot(tmp_path: Path) -> None:
     snapshot = SharedSnapshot(SnapshotLayout(trial.n_joints))
     seat = BERTHING_STATES.index("seat")
     before: list[Frame] = []
+    opened: list[Frame] = []
     seating: list[tuple[Frame, np.ndarray]] = []
     columns = [trial.recorder.column_index(c) for c in POST_CAPTURE_COLUMNS]
     try:
@@ -92,14 +96,21 @@ def test_the_tick_publishes_the_task_to_the_snapshot(tmp_path: Path) -> None:
                 continue
             frame = Frame.read(snapshot)
             assert frame is not None
-            if not frame.captured:
+            if np.isnan(frame.captured_at_s):  # before the capture (not after the tool opened again)
                 before.append(frame)
             elif frame.post_state_index == seat:
                 seating.append((frame, trial.recorder.row[columns].copy()))
-        trial.finish()
+            if frame.released:
+                opened.append(frame)
+        summary = trial.finish()
     finally:
         snapshot.close()
-    assert before and seating
+    assert before and seating and opened
+    # the window draws the open tool from the snapshot: the release's time as logged
+    from capture_trainer.trial_log import read_trial_log
+
+    released_at_s = read_trial_log(summary["path"]).metadata["post_capture"]["release"]["t_s"]
+    assert all(f.tool_state == "open" and f.released_at_s == released_at_s and not f.captured for f in opened)
     assert all(f.post_state_index == -1 and f.post_outcome == 0 and f.wrench_limit_n == np.inf for f in before)
     assert all(f.posts_m is not None and np.isnan(f.posts_m).all() for f in before)
     frame, row = seating[-1]

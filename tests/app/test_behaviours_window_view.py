@@ -21,9 +21,11 @@ from app.ui.scene import COLOURS, Frame
 
 BERTHING = TaskInfo.from_payload({
     "name": "berthing",
-    "states": ["stabilise", "approach", "relax_approach", "seat", "relax_seat", "release"],
-    "state_behaviours": ["ptwl", "ptwl", "rwe", "ptwl", "rwe", "rwe"],
+    "states": ["stabilise", "approach", "relax_approach", "seat", "relax_seat", "release", "open"],
+    "state_behaviours": ["ptwl", "ptwl", "rwe", "ptwl", "rwe", "rwe", "open"],
     "wrench_limit_targets": {"approach": "relax_approach", "seat": "relax_seat"},
+    "next_targets": {"stabilise": "approach", "approach": "seat", "relax_approach": "approach", "seat": "release",
+                     "relax_seat": "seat", "release": "open", "open": None},
     "behaviours": ["ptwl", "rwe", "jiggle"],
     "post_names": ["left", "right"], "post_radii_m": [0.01, 0.01], "pin_radius_m": 0.01,
 })
@@ -39,7 +41,8 @@ def test_number_keys_choose_the_states_in_file_order() -> None:
     assert requested_state("1", BERTHING, -1) == 0
     assert requested_state("4", BERTHING, 0) == 3  # seat
     assert requested_state("6", BERTHING, 0) == 5  # release
-    assert requested_state("7", BERTHING, 0) is None  # six states only
+    assert requested_state("7", BERTHING, 0) == 6  # open
+    assert requested_state("8", BERTHING, 0) is None  # seven states only
     assert requested_state("x", BERTHING, 0) is None
 
 
@@ -49,6 +52,12 @@ def test_r_relaxes_into_the_running_states_own_rwe_else_the_first() -> None:
     assert requested_state("r", BERTHING, 1) == 2  # approach -> relax_approach
     assert requested_state("r", BERTHING, 0) == 2  # stabilise has none: the first rwe state
     assert requested_state("j", BERTHING, 0) is None  # berthing has no jiggle
+    # N (and the device's second button): the running state's succeeded target
+    assert requested_state("n", BERTHING, 0) == 1  # stabilise -> approach
+    assert requested_state("n", BERTHING, 5) == 6  # release -> open
+    assert requested_state("n", BERTHING, 6) is None  # open -> done: nothing to go to
+    assert requested_state("n", BERTHING, -1) is None  # no state runs
+    assert requested_state("n", JAM, 1) is None  # a task without next targets (an older servo's message)
     assert requested_state("j", JAM, 1) == 3
     assert requested_state("r", JAM, 1) == 2
 

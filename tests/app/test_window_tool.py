@@ -29,7 +29,8 @@ def _fonts(pg) -> dict:
     return {name: pg.font.SysFont(None, size) for name, size in (("small", 20), ("normal", 26), ("large", 40))}
 
 
-def _frame(flags: frozenset[str] = frozenset(), first_contact_s: float = NAN, captured_at_s: float = NAN) -> Frame:
+def _frame(flags: frozenset[str] = frozenset(), first_contact_s: float = NAN, captured_at_s: float = NAN,
+           released_at_s: float = NAN) -> Frame:
     z = np.zeros(3)
     links = np.array([[0.0, 0.0, 0.0], [0.3, 0.0, 0.0], [0.6, 0.1, 0.0], [0.8, 0.2, 0.0]])
     return Frame(
@@ -39,7 +40,7 @@ def _frame(flags: frozenset[str] = frozenset(), first_contact_s: float = NAN, ca
         command_m=z.copy(), guidance_force_n=z.copy(), dev_force_calc_n=z.copy(), dev_force_act_n=z.copy(),
         base_torque_n_m=z.copy(), base_attitude_rad=z.copy(), distance_m=0.0, flags=flags, phase="running",
         reached_at_s=1.0, links_m=links, servo_rate_hz=1000.0, servo_overruns=0,
-        first_contact_s=first_contact_s, captured_at_s=captured_at_s,
+        first_contact_s=first_contact_s, captured_at_s=captured_at_s, released_at_s=released_at_s,
     )
 
 
@@ -47,6 +48,8 @@ STATES = {
     "tool": _frame(),
     "contact": _frame(frozenset({"contact"}), first_contact_s=1.02),
     "captured": _frame(frozenset({"contact", "captured"}), first_contact_s=1.02, captured_at_s=1.27),
+    # the task's open state let the debris go: no flag, the release time
+    "open": _frame(first_contact_s=1.02, captured_at_s=1.27, released_at_s=1.41),
 }
 
 
@@ -120,10 +123,28 @@ def test_tool_drawn_to_scale_with_the_fixture(pygame) -> None:
         assert tuple(pixels[state][ee[0], ee[1]]) == COLOURS[state]
 
 
+def test_the_opened_tool_is_drawn_as_jaws_open_toward_the_debris(pygame) -> None:
+    """The closed tool's envelope is a whole ring; the opened one's leaves a gap on the
+    side of the fixture (at +x of the end effector here) and covers the side away."""
+    renderer, pixels = _render(pygame, "planar-3r", 0.0044)
+    _, view = renderer.views[0]
+    cx, cy = view(STATES["tool"].ee_m)
+    _, _, envelope_px = renderer.radii_px(view)
+    xs, ys = np.meshgrid(np.arange(SIZE[0]), np.arange(SIZE[1]), indexing="ij")
+    r = np.hypot(xs - cx, ys - cy)
+    band = (r <= envelope_px + 0.5) & (r >= envelope_px - 2.5)
+    toward = band & (xs > cx) & (np.abs(ys - cy) < 0.3 * envelope_px)  # within ±17° of the fixture
+    assert toward.sum() > 3
+    assert _share(pixels["captured"], (xs[toward], ys[toward]), "captured") > 0.5
+    assert _share(pixels["open"], (xs[toward], ys[toward]), "open") == 0.0
+    assert STATES["open"].tool_state == "open" and STATES["open"].released and not STATES["captured"].released
+
+
 def test_status_line_names_contact_and_capture_times() -> None:
     assert capture_status(STATES["tool"]) == ("no contact yet", "normal", "dim")
     assert capture_status(STATES["contact"])[::2] == ("contact at 1.02 s", "contact")
     assert capture_status(STATES["captured"])[::2] == ("captured at 1.27 s", "captured")
+    assert capture_status(STATES["open"])[::2] == ("tool opened at 1.41 s (captured at 1.27 s)", "open")
     lost = replace(STATES["contact"], flags=frozenset())
     assert capture_status(lost)[0] == "contact at 1.02 s, not touching now"
 

@@ -235,3 +235,22 @@ def test_a_slow_first_tick_is_a_warm_up_not_a_stall(run_scenario) -> None:
     assert out["raised"] is None and out["fault"] is None
     assert out["first_period_ms"] >= 30.0  # the warm-up did take longer than the 4 ms limit
     assert out["ticks"] == 250 and out["max_sent_n"] == pytest.approx(1.0)
+
+
+def test_button_two_after_the_capture_asks_the_task_for_its_next_state(run_scenario) -> None:
+    """HD_DEVICE_BUTTON_2 reaches the servo's control array as the window's keys do: one
+    press (held 50 ticks) is one request, for the running state's succeeded target
+    (hold -> go), which starts on the tick after the guard saw it."""
+    out = run_scenario("button_next")
+    names, states, buttons = out["state_names"], np.array(out["states"]), np.array(out["buttons"])
+    # the commander kept what libHD reported: engage (1) always, button 2 (2) on ticks 100-149
+    # (the double's frame may lag the press by a tick)
+    assert set(buttons[:100].tolist()) == {1} and set(buttons[152:].tolist()) == {1}
+    pressed = np.flatnonzero(buttons & 2)
+    assert 100 <= pressed[0] <= 101 and 149 <= pressed[-1] <= 150 and pressed.size >= 48
+    assert out["request_count"] == 1.0 and names[int(out["request_state"])] == "go"
+    first = int(np.flatnonzero(states == names.index("go"))[0])
+    assert set(states[:first].tolist()) == {names.index("hold")}
+    assert first == pressed[0] + 1  # read on the press's tick, requested by the guard before the next
+    assert set(states[first:].tolist()) == {names.index("go")}  # held 50 ticks: still one request
+    assert out["results"] == [["hold", "aborted", f"the operator chose 'go' at {first * 1e-3:.3f} s"]]

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from robot.admittance import AdmittanceController, AdmittanceGains
-from trials.behaviours import BEHAVIOURS, RESULTS, BehaviourError, Jiggle, Mixed, Ptwl, Rwe, make_behaviour
+from trials.behaviours import BEHAVIOURS, RESULTS, BehaviourError, Jiggle, Mixed, Open, Ptwl, Rwe, make_behaviour
 from trials.behaviours.machine import TASKS, TaskMachine, load_task, parse_task, task_for_scenario
 
 DT = 1e-3
@@ -176,8 +176,8 @@ on = { succeeded = "done" }
 
 def test_every_result_word_and_kind_is_registered() -> None:
     assert RESULTS == ("succeeded", "wrench_limit", "timeout", "watchdog", "aborted")
-    assert BEHAVIOURS.names() == ("ptwl", "rwe", "jiggle", "mixed")
-    assert {BEHAVIOURS.get(n) for n in BEHAVIOURS.names()} == {Ptwl, Rwe, Jiggle, Mixed}
+    assert BEHAVIOURS.names() == ("ptwl", "rwe", "jiggle", "mixed", "open")
+    assert {BEHAVIOURS.get(n) for n in BEHAVIOURS.names()} == {Ptwl, Rwe, Jiggle, Mixed, Open}
 
 
 @pytest.mark.parametrize(("kind", "params", "message"), [

@@ -91,7 +91,7 @@ def test_the_built_in_berthing_succeeds_headless_with_the_pin_against_both_posts
     assert summary["task_outcome"] == "succeeded", summary["task_reason"]
     table, metadata = trial_log.read_trial_log(summary["path"])
     phase = metadata["post_capture"]
-    assert [r["state"] for r in phase["results"]] == ["stabilise", "approach", "seat", "release"]
+    assert [r["state"] for r in phase["results"]] == ["stabilise", "approach", "seat", "release", "open"]
     world = trial.tick.post.world
     # the pin sits where it touches both posts (their surfaces, to a millimetre), found
     # from the posts' positions in the log
@@ -103,6 +103,31 @@ def test_the_built_in_berthing_succeeds_headless_with_the_pin_against_both_posts
     assert seat["peak_force_n"] < seat["limit_n"] == 15.0
     for r in phase["results"]:
         assert r["base_attitude_change_rad"] < 1e-3  # rad
+    # the tool opened: from the release's row on the captured flag is off (the debris a
+    # free body), the debris rests against the posts (the pin within 1 mm of both, checked
+    # above, slower than 1 mm/s over the last 0.1 s by finite differences of the logged
+    # fixture), and the tool backed away at least the open state's clearance
+    t = table[trial_log.TIME].to_numpy()
+    captured = table[trial_log.FLAG_CAPTURED].to_numpy()
+    release = phase["release"]
+    opened = int(np.flatnonzero(captured)[-1]) + 1
+    assert t[opened] == pytest.approx(release["t_s"]) and release["state"] == "open"
+    assert not captured[opened:].any() and captured[opened - 200:opened].all()
+    fixture = np.column_stack([table[c].to_numpy() for c in trial_log.TARGET_POSITION])
+    ee = np.column_stack([table[c].to_numpy() for c in trial_log.EE_POSITION])
+    assert np.linalg.norm(fixture[-1] - fixture[-101]) / (t[-1] - t[-101]) < 1e-3
+    assert np.linalg.norm(ee[-1] - fixture[-1]) - metadata["target_radius_m"] >= 0.01
+    # the debris left with the end effector's rigid motion (planar: v = v_ee + ω × (p − ee),
+    # ω the tool link's, which the free debris keeps), not at the tool's own speed alone
+    velocity = np.column_stack([table[c].to_numpy() for c in trial_log.TARGET_VELOCITY])
+    ee_velocity = np.column_stack([table[c].to_numpy() for c in trial_log.EE_VELOCITY])
+    spin = np.column_stack([table[c].to_numpy() for c in trial_log.DEBRIS_ANGULAR_VELOCITY])
+    k = opened
+    expected = ee_velocity[k] + np.cross(spin[k], fixture[k] - ee[k])
+    assert np.linalg.norm(np.cross(spin[k], fixture[k] - ee[k])) > 1e-3  # the turning link's part counts
+    np.testing.assert_allclose(velocity[k], expected, atol=2e-8)  # the read-outs' round-off, 1e-5 of it
+    np.testing.assert_allclose(release["velocity_m_s"], velocity[k], atol=1e-12)
+    assert phase["results"][-1]["result"] == "succeeded" and phase["results"][-1]["behaviour"] == "open"
 
 
 def test_berthing_fails_naming_the_post_moved_out_of_reach(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ mixed force/motion command, ``docs/delay.md``), :mod:`.runs` (which run each kin
 servo tick).
 """
 
-from trials.behaviours.spec import BEHAVIOURS, RESULTS, BehaviourError, Jiggle, Mixed, Ptwl, Rwe, make_behaviour
+from trials.behaviours.spec import (BEHAVIOURS, RESULTS, BehaviourError, Jiggle, Mixed, Open, Ptwl, Rwe,
+                                    make_behaviour)
 
-__all__ = ["BEHAVIOURS", "RESULTS", "BehaviourError", "Jiggle", "Mixed", "Ptwl", "Rwe", "make_behaviour"]
+__all__ = ["BEHAVIOURS", "RESULTS", "BehaviourError", "Jiggle", "Mixed", "Open", "Ptwl", "Rwe", "make_behaviour"]

@@ -18,7 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from robot.admittance import AdmittanceController, AdmittanceGains
-from trials.behaviours.spec import AXES, Behaviour, Jiggle, Ptwl, Rwe
+from trials.behaviours.spec import AXES, Behaviour, Jiggle, Open, Ptwl, Rwe
 
 Vec = NDArray[np.float64]
 
@@ -38,6 +38,9 @@ class PhaseView(Protocol):
         controller: the admittance controller (its attractor is the behaviour's to move).
         command_delay_s: the trial's one-way command delay [s] (0: none).
         compensator: the trial's compensator name (``none`` without one).
+        tool_open: the tool has opened (the payload released); away_m: then the unit
+            vector from the grapple fixture's centre to the end effector at the release
+            (task frame); tool_gap_m: the surface gap between tool and fixture [m].
     """
 
     t_s: float
@@ -55,6 +58,14 @@ class PhaseView(Protocol):
     controller: AdmittanceController
     command_delay_s: float
     compensator: str
+    tool_open: bool
+    away_m: Vec
+    tool_gap_m: float
+
+    def open_tool(self) -> str | None:
+        """Ask for the tool to open (it opens after this tick's plant step); None, or the
+        reason it cannot (the scene cannot release, the tool is open already)."""
+        ...
 
     def contact_gap(self, axis: Vec) -> tuple[float, float, float] | None:
         """The distance [m] the payload's pin can move along the unit ``axis`` before it
@@ -319,4 +330,43 @@ class JiggleRun(BehaviourRun):
             return "succeeded", f"advanced {progress * 1e3:.1f} mm along the axis (needed {(b.push_m - b.pose_tolerance_m) * 1e3:.1f})"
         if elapsed >= b.duration_s:
             return "timeout", f"advanced only {progress * 1e3:.1f} mm of {b.push_m * 1e3:.1f} in {b.duration_s:.2f} s"
+        return "", ""
+
+
+class OpenRun(BehaviourRun):
+    """Open: the tool opens after this tick's plant step, then the attractor backs the
+    tool away from the payload at constant velocity."""
+
+    behaviour: Open
+
+    def __init__(self, state: str, behaviour: Open, view: PhaseView) -> None:
+        super().__init__(state, behaviour, view)
+        self._problem = view.open_tool() or ""
+        self._opened_s = math.nan
+        self._from = np.zeros(3)
+        self._away = np.zeros(3)
+
+    def _own_exit(self, view: PhaseView) -> tuple[str, str]:
+        b = self.behaviour
+        if self._problem:
+            return "aborted", f"the tool cannot open: {self._problem}"
+        if not view.tool_open:
+            return "", ""
+        if self._opened_s != self._opened_s:  # the first tick with the tool open
+            self._opened_s = view.t_s
+            self._from[:] = view.controller.attractor_m
+            self._away[:] = view.away_m
+            self.goal_m[:] = self._from + b.retreat_m * self._away
+        elapsed = view.t_s - self._opened_s
+        fraction = min(elapsed / b.duration_s, 1.0)
+        attractor = view.controller.attractor_m
+        np.multiply(self._away, fraction * b.retreat_m, out=attractor)
+        attractor += self._from
+        gap = view.tool_gap_m
+        if fraction >= 1.0 and gap >= b.clearance_m:
+            return "succeeded", (f"the tool opened at {self._opened_s:.3f} s and is {gap * 1e3:.1f} mm clear of "
+                                 f"the fixture (>= {b.clearance_m * 1e3:.1f} mm)")
+        if elapsed >= b.duration_s + b.settle_s:
+            return "timeout", (f"the tool opened at {self._opened_s:.3f} s but is only {gap * 1e3:.1f} mm clear of "
+                               f"the fixture {b.settle_s:.2f} s after the retreat (need {b.clearance_m * 1e3:.1f} mm)")
         return "", ""

@@ -105,6 +105,14 @@ class TaskSpec:
         """The states in file order (their index is the log's ``state_index``)."""
         return tuple(self.states)
 
+    def next_state(self, state: str) -> str | None:
+        """The state that follows ``state`` when it succeeds (its ``on.succeeded`` target
+        when that is a state; None: it ends the machine, or it has none): what the
+        operator's "next" (the device's second button, the window's N key) asks for."""
+        spec = self.states.get(state)
+        target = None if spec is None else spec.on.get("succeeded")
+        return target if target in self.states else None
+
     def as_dict(self) -> dict[str, Any]:
         """For the trial log's metadata."""
         return {"name": self.name, "description": self.description, "start": self.start,

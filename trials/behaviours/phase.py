@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 from capture_trainer import trial_log
 from robot.admittance import AdmittanceController, AdmittanceGains
 from robot.arm import ArmMeasurement
-from robot.debris import ContactModel
+from robot.debris import ContactModel, DebrisReading, PayloadRelease
 from robot.fixtures_world import BerthingWorld, PayloadForceSink, PinSpec, PostSpec
 from robot.slave import SlaveStatus
 from trials.behaviours.machine import TaskMachine, TaskSpec
@@ -103,6 +103,16 @@ class PostCapturePhase:
         self._kinds = BEHAVIOURS.names()
         self._hold_until_s = math.inf
         self._requested: str | None = None
+        # the tool's opening (the ``open`` behaviour asks; the tick's capture stage opens it)
+        self.tool_open = False
+        self.away_m = np.zeros(3)
+        self.tool_gap_m = math.nan
+        self.release_requested = False
+        self.released_at_s = math.nan
+        self._can_release = False
+        self._reading: DebrisReading | None = None
+        self._release: dict[str, Any] | None = None
+        self._no_force = np.zeros(3)
 
     # ------------------------------------------------------------------ PhaseView
     def seat_goal(self, out: Vec) -> str | None:
@@ -167,15 +177,21 @@ class PostCapturePhase:
         self.base_attitude_rad[:] = m.base_attitude_rad
         self.slave_fault, self.singular, self.limited = status.fault, status.singular, status.limited
         self.sigma_ratio = status.sigma_ratio
+        if self._reading is not None:
+            self.tool_gap_m = self._reading.gap_m
         c = self.controller.position_m
         p = self.port_m
         self.tracking_error_m = math.sqrt((p[0] - c[0]) ** 2 + (p[1] - c[1]) ** 2 + (p[2] - c[2]) ** 2)
 
     def captured(self, t_s: float, m: ArmMeasurement, status: SlaveStatus, scene: DebrisBody | None,
-                 payload_mass_kg: float) -> None:
+                 payload_mass_kg: float, reading: DebrisReading | None = None, can_release: bool = False) -> None:
         """The tool has closed: the pin rides on the payload, the controller starts on
-        the port (bumpless), the machine enters its start state."""
+        the port (bumpless), the machine enters its start state. ``reading`` is the
+        scene's (the tool's gap to the fixture); ``can_release``: the scene can open the
+        tool again (``robot.debris.ReleasesPayload``)."""
         self._payload_mass_kg = float(payload_mass_kg)
+        self._reading, self._can_release = reading, can_release
+        self.tool_open = self.release_requested = False
         if self.world is not None and scene is not None:
             scene.proxy_follows = True
             self.world.attach(scene.body_id, payload_mass_kg, scene)
@@ -199,8 +215,8 @@ class PostCapturePhase:
         machine.step(self)
         if not machine.running and self._hold_until_s == math.inf:
             self._hold_until_s = t_s + HOLD_AFTER_TASK_S
-        if not machine.drives_port:
-            self.controller.step(self.force_n)
+        if not machine.drives_port:  # once the tool is open the posts push the debris, not the port
+            self.controller.step(self._no_force if self.tool_open else self.force_n)
         pos_out[:] = self.controller.position_m
         vel_out[:] = self.controller.velocity_m_s
         acc_out[:] = self.controller.acceleration_m_s2
@@ -217,6 +233,39 @@ class PostCapturePhase:
         row[0] = machine.state_index if machine.running else -1.0
         row[1] = self._kinds.index(behaviour.kind) if behaviour is not None else -1.0
         row[11] = behaviour.limit_n() if behaviour is not None else math.inf
+
+    def open_tool(self) -> str | None:
+        """The ``open`` behaviour asks for the tool to open: the tick's capture stage
+        opens it after this tick's plant step (:meth:`released`)."""
+        if self.tool_open:
+            return "the tool is open already"
+        if not self._can_release:
+            return "this capture scene cannot let the payload go (the debris is not in the arm's own world)"
+        self.release_requested = True
+        return None
+
+    def released(self, t_s: float, release: PayloadRelease, m: ArmMeasurement) -> None:
+        """The tool has opened at ``t_s`` (the tick's capture stage, after the plant step):
+        the admittance controller no longer feels the posts, the retreat direction is
+        from the fixture to the end effector, the release goes into the log."""
+        self.release_requested = False
+        self.tool_open = True
+        self.released_at_s = t_s
+        away = m.ee_position_m - release.fixture_m
+        norm = float(np.linalg.norm(away))
+        self.away_m[:] = away / norm if norm > 0.0 else 0.0
+        if self._reading is not None:
+            self.tool_gap_m = self._reading.gap_m
+        self._release = {**release.as_dict(), "state": self.machine.state or None,
+                         "ee_position_m": m.ee_position_m.tolist(), "ee_velocity_m_s": m.ee_velocity_m_s.tolist(),
+                         "base_attitude_rad": m.base_attitude_rad.tolist(),
+                         "base_angular_velocity_rad_s": m.base_angular_velocity_rad_s.tolist()}
+
+    def next_state(self) -> str | None:
+        """The state the operator's "next" asks for: the running state's ``succeeded``
+        target (None: no state runs, or it ends the machine)."""
+        machine = self.machine
+        return self.task.next_state(machine.state) if machine.running else None
 
     def request(self, state: str) -> None:
         """The operator asks for ``state`` (a key or a device button in a window): it
@@ -248,5 +297,6 @@ class PostCapturePhase:
             "behaviours": list(self._kinds),
             "started": self.active,
             "posts_m": None if world is None else world.post_positions_m.tolist(),
+            "release": self._release,
             **self.machine.metadata(),
         }

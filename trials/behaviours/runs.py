@@ -6,9 +6,9 @@ force/motion command's; this module imports both, so neither imports the other.
 
 from __future__ import annotations
 
-from trials.behaviours.execute import BehaviourRun, JiggleRun, PhaseView, PtwlRun, RweRun
+from trials.behaviours.execute import BehaviourRun, JiggleRun, OpenRun, PhaseView, PtwlRun, RweRun
 from trials.behaviours.mixed import MixedRun
-from trials.behaviours.spec import Behaviour, Jiggle, Mixed, Ptwl, Rwe
+from trials.behaviours.spec import Behaviour, Jiggle, Mixed, Open, Ptwl, Rwe
 
 
 def start_behaviour(state: str, behaviour: Behaviour, view: PhaseView) -> BehaviourRun:
@@ -21,4 +21,6 @@ def start_behaviour(state: str, behaviour: Behaviour, view: PhaseView) -> Behavi
         return JiggleRun(state, behaviour, view)
     if isinstance(behaviour, Mixed):
         return MixedRun(state, behaviour, view)
+    if isinstance(behaviour, Open):
+        return OpenRun(state, behaviour, view)
     raise TypeError(f"no run for behaviour {behaviour!r}")

@@ -22,6 +22,12 @@ A behaviour moves the admittance controller's virtual attractor
   ``duration_s``; ``succeeded`` once the port has advanced ``push_m − pose_tolerance_m``
   along the axis, ``wrench_limit`` / ``watchdog`` as PTWL, ``timeout`` after ``duration_s``.
 
+* :class:`Open`: the tool opens (the debris leaves with the tool's motion, a free body
+  again) and the attractor backs the tool ``retreat_m`` away from the payload within
+  ``duration_s``; ``succeeded`` once the retreat is done and the tool is ``clearance_m``
+  clear of the grapple fixture, ``timeout`` ``settle_s`` later, ``aborted`` when the
+  scene cannot open the tool.
+
 Every behaviour is validated when it is built (:func:`make_behaviour`): unknown keys,
 wrong types and out-of-range values raise :class:`BehaviourError` naming the field.
 """
@@ -324,12 +330,45 @@ class Mixed(_Behaviour):
         return self.wrench_limit_n
 
 
-Behaviour = Union[Ptwl, Rwe, Jiggle, Mixed]
+@dataclass(frozen=True)
+class Open(_Behaviour):
+    """Open the tool: the arm lets go of the payload (the debris a free body again, with
+    the tool's motion; the slave's mass model without it), then the attractor backs the
+    tool away from the payload.
+
+    Attributes:
+        retreat_m: how far the attractor moves the tool away from the payload after it
+            opened [m], along the line from the grapple fixture's centre to the end
+            effector at the release (0: it holds still).
+        duration_s: how long the retreat takes [s] (> 0).
+        clearance_m: the surface gap between tool and fixture that counts as clear [m].
+        settle_s: after the retreat, how long the gap has to reach ``clearance_m`` [s].
+    """
+
+    kind: ClassVar[str] = "open"
+    retreat_m: float = 0.03
+    duration_s: float = 1.0
+    clearance_m: float = 0.01
+    settle_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        w = self.where
+        self._check_common()
+        object.__setattr__(self, "retreat_m", check_number(w, "retreat_m", self.retreat_m, 0.0, 0.5))
+        object.__setattr__(self, "duration_s", check_number(w, "duration_s", self.duration_s, 0.0, strict_low=True))
+        object.__setattr__(self, "clearance_m", check_number(w, "clearance_m", self.clearance_m, 0.0))
+        object.__setattr__(self, "settle_s", check_number(w, "settle_s", self.settle_s, 0.0))
+        if self.clearance_m > self.retreat_m:
+            raise BehaviourError(f"{w}: clearance_m ({self.clearance_m:g}) must not exceed retreat_m "
+                                 f"({self.retreat_m:g}): the tool would never be clear")
+
+
+Behaviour = Union[Ptwl, Rwe, Jiggle, Mixed, Open]
 
 #: The behaviour kinds by name: the single source of the names task files and the CLI use.
-BEHAVIOURS: Registry[type[Ptwl] | type[Rwe] | type[Jiggle] | type[Mixed]] = Registry("behaviour",
-                                                                                      error=BehaviourError)
-for _kind in (Ptwl, Rwe, Jiggle, Mixed):
+BEHAVIOURS: Registry[type[Ptwl] | type[Rwe] | type[Jiggle] | type[Mixed] | type[Open]] = Registry(
+    "behaviour", error=BehaviourError)
+for _kind in (Ptwl, Rwe, Jiggle, Mixed, Open):
     BEHAVIOURS.register(_kind.kind, _kind)
 
 

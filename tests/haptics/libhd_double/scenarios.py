@@ -230,6 +230,67 @@ def kinematics() -> dict[str, object]:
     return result
 
 
+def button_next() -> dict[str, object]:
+    """The device's second button as the task's "next": the trial's commander on the
+    Touch (``trials.runner._haptic_commander``), a two-state task's post-capture phase
+    started as at a capture, both run in the device's scheduler through the servo's
+    guard (``app.ui.servo._guarded``). The double's hand holds button 1 (engage) and
+    presses button 2 from tick 100 to 149; the machine's state is recorded every tick."""
+    # this script's folder is first on sys.path and its name would shadow the project's
+    # ``scenarios`` package, which the trial modules import
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    sys.modules.pop("scenarios", None)
+    from app.ui.servo import _CONTROL_SIZE, REQUEST_COUNT, REQUEST_STATE, _guarded
+    from robot.arm import ArmMeasurement
+    from robot.slave import SlaveStatus
+    from trials.behaviours.machine import parse_task
+    from trials.behaviours.phase import PostCapturePhase
+    from trials.runner import _haptic_commander
+    from trials.vocabulary import load_scenario
+
+    hdd = _double()
+    hdd.hdd_set_buttons(1)
+    ticks = 300
+    states = np.full(ticks, -1)
+    buttons = np.zeros(ticks, dtype=int)
+    control = [0.0] * _CONTROL_SIZE
+    measured, status = ArmMeasurement(3), SlaveStatus(3)
+    pos, vel, acc, zero = np.zeros(3), np.zeros(3), np.zeros(3), np.zeros(3)
+    # hold, then go (PTWL, long enough to still run at the end), hold's successor is go
+    task = parse_task({"states": {"hold": {"behaviour": "ptwl", "params": {"duration_s": 5.0},
+                                           "on": {"succeeded": "go"}},
+                                  "go": {"behaviour": "ptwl", "params": {"duration_s": 5.0, "displacement_m": 0.01},
+                                         "on": {"succeeded": "done"}}}}, "two", "button_next")
+    post = PostCapturePhase(task, 1e-3)
+    n = [0]
+    with _tolerant_device() as dev:
+        commander = _haptic_commander(load_scenario("berthing-planar"), dev)
+        commander.start(zero)
+        post.captured(0.0, measured, status, None, 5.0)
+
+        def tick() -> bool:
+            i = n[0]
+            if i == 100:
+                hdd.hdd_set_buttons(1 | 2)
+            elif i == 150:
+                hdd.hdd_set_buttons(1)
+            t = i * 1e-3
+            commander.command(t, pos, vel, acc)
+            post.command(t, measured, status, pos, vel, acc)
+            commander.render(zero)
+            commander.actuate(t, zero, zero, zero, zero)
+            states[i] = post.machine.state_index
+            buttons[i] = commander.buttons
+            n[0] = i + 1
+            return True
+
+        dev.clock().run(_guarded(tick, control, None, None, None, 10, post, commander), ticks)
+    return {"states": states.tolist(), "buttons": buttons.tolist(), "state_names": list(post.task.state_names),
+            "request_count": control[REQUEST_COUNT], "request_state": control[REQUEST_STATE],
+            "results": [[r.state, r.result, r.reason] for r in post.machine.results]}
+
+
 def _force_then(action: Callable[[ctypes.CDLL], None]) -> dict[str, object]:
     """Command 2 N (engaged) for 400 ticks, then ``action``; report what happened."""
     hdd = _double()
@@ -423,7 +484,7 @@ def slow_first_tick() -> dict[str, object]:
 SCENARIOS: dict[str, Callable[[], dict[str, object]]] = {
     f.__name__: f
     for f in (rate, limits, spring, kinematics, tick_raises, hd_error, ramp_out, dropped, open_error, stall,
-              slow_first_tick)
+              slow_first_tick, button_next)
 }
 
 if __name__ == "__main__":
