@@ -128,7 +128,7 @@ FLAG_REPLAN = "replan"  # the guidance recomputed its capture path on this tick
 FLAG_SINGULAR = "singular"  # the IK reported a (reaction) singularity on this tick
 FLAG_LIMITED = "limited"  # the IK clipped a joint position/velocity/acceleration limit
 FLAG_CONTACT = "contact"  # the capture tool touches the debris' fixture (a contact carrying force)
-FLAG_CAPTURED = "captured"  # the tool has closed: the debris is attached (post-capture phase)
+FLAG_CAPTURED = "captured"  # the tool is closed: the debris is attached (post-capture phase, until it opens)
 #: The flags of format version 1 (the first eight of :data:`FLAGS`).
 FLAGS_V1 = (
     FLAG_ENGAGED,
@@ -216,7 +216,9 @@ METADATA_KEYS = {
     "post_capture": "object or null (version 3): the task run after the capture (trials.behaviours): task, "
                     "states, behaviours (the names the state_index / behaviour_index columns index), outcome "
                     "(succeeded | failed | aborted), reason, started_s, ended_s, results (one per behaviour run: "
-                    "state, behaviour, result, reason, figures); null without a task",
+                    "state, behaviour, result, reason, figures), release (the tool opened again: t_s, state, the "
+                    "debris' centre_m, velocity_m_s, angular_velocity_rad_s, fixture_m, ee and base state, the "
+                    "momentum-keeping correction; null or absent while it never did); null without a task",
     "write_error": "str, why writing the file failed (only after a failed write)",
     "rows": "int, rows in the file (written by the recorder)",
 }

@@ -247,6 +247,8 @@ class CaptureMonitor:
             "first_contact": self.first_contact or None,
             "capture": self.capture or None,
             "n_contact_episodes": self.n_contacts,
+            "n_captures": self.n_captures,
+            "released_at_s": None if math.isnan(self.released_at_s) else self.released_at_s,
             "capture_rules": {"envelope_radius_m": self.rules.envelope_radius_m,
                               "capture_speed_m_s": self.rules.capture_speed_m_s, "hold_s": self.rules.hold_s,
                               "hold_gap_m": self.rules.hold_gap_m},
