@@ -128,6 +128,17 @@ def test_the_built_in_berthing_succeeds_headless_with_the_pin_against_both_posts
     np.testing.assert_allclose(velocity[k], expected, atol=2e-8)  # the read-outs' round-off, 1e-5 of it
     np.testing.assert_allclose(release["velocity_m_s"], velocity[k], atol=1e-12)
     assert phase["results"][-1]["result"] == "succeeded" and phase["results"][-1]["behaviour"] == "open"
+    # what the release cost the base, as ``analyze`` reports it per behaviour: the base
+    # attitude change from the open state's first row to its last, from the log's columns
+    from analysis.behaviours import behaviour_rows, behaviour_summary
+
+    summary = behaviour_summary(behaviour_rows([("t", metadata)])).set_index("behaviour")
+    attitude = np.column_stack([table[c].to_numpy() for c in trial_log.BASE_ATTITUDE])
+    rows = np.flatnonzero(table[trial_log.STATE_INDEX].to_numpy() == phase["states"].index("open"))
+    change = float(np.linalg.norm(attitude[rows[-1]] - attitude[rows[0] - 1]))
+    assert summary.loc["open", "runs"] == 1 and summary.loc["open", "success_rate"] == 1.0
+    assert summary.loc["open", "max_base_attitude_change_rad"] == pytest.approx(change, rel=0.02)
+    assert 0.0 < change < 1e-3
 
 
 def test_berthing_fails_naming_the_post_moved_out_of_reach(tmp_path: Path) -> None:
