@@ -140,13 +140,15 @@ class TrialRequest:
     contact_feedback: bool | None = None
     task: str | None = None
 
-    def resolved_trial_id(self, scenario_name: str) -> str:
-        """The trial file's stem: ``trial_id``, or ``<participant>_<scenario>_<condition>_s<seed>``,
+    def resolved_trial_id(self, scenario_name: str, automatic: bool = False) -> str:
+        """The trial file's stem: ``trial_id``, or ``<participant>_<scenario>_<condition>_s<seed>``
+        (``controller`` in the participant's place when the controller captures),
         made a safe file-name component (``capture_trainer.paths.safe_component``: readable
         names unchanged, anything that could leave the folder replaced)."""
         if self.trial_id:
             return safe_component(self.trial_id, MAX_STEM_BYTES)
-        parts = "_".join(safe_component(str(part)) for part in (self.participant, scenario_name, self.condition))
+        who = _participant_metadata(self, automatic)["id"] if automatic else self.participant
+        parts = "_".join(safe_component(str(part)) for part in (who, scenario_name, self.condition))
         return safe_component(f"{parts}_s{self.seed}", MAX_STEM_BYTES)
 
 
@@ -633,7 +635,7 @@ def _make_recorder(request: TrialRequest, scenario: Scenario, plan: TrialPlan, l
                    commander: Commander, device: Device | None, scene: CaptureScene,
                    out_dir: str | Path) -> TrialRecorder:
     """The trial log: its file, columns and the plan as metadata."""
-    trial_id = request.resolved_trial_id(scenario.name)
+    trial_id = request.resolved_trial_id(scenario.name, plan.automatic)
     k_p, k_d = plan.gains
     mapping = commander.mapping.as_dict() if isinstance(commander, HapticCommander) else None
     metadata = {

@@ -160,3 +160,11 @@ def test_a_plan_whose_trials_would_share_a_file_is_refused(tmp_path: Path) -> No
     with pytest.raises(TrialError, match="would share the file"):
         run_study(load_protocol(protocol_file), out, progress=io.StringIO())
     assert not out.exists()
+
+
+def test_controller_trial_files_name_the_controller_not_a_participant() -> None:
+    """An automatic capture is the controller's trial: its default file stem says so,
+    whatever participant the request carries by default."""
+    request = TrialRequest(scenario="paper-2019", condition="as", participant="novice", seed=2)
+    assert request.resolved_trial_id("paper-2019", automatic=True) == "controller_paper-2019_as_s2"
+    assert request.resolved_trial_id("paper-2019") == "novice_paper-2019_as_s2"
