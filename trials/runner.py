@@ -313,7 +313,8 @@ def build_trial(request: TrialRequest, out_dir: str | Path) -> Trial:
         compensator = _make_compensator(request, scenario, plan, link, ee0)
         post = None if task is None else _make_post(
             task, arm, scene, shoulder_m, reach_m, 0.0 if link is None else link.config.delay_s,
-            "none" if compensator is None else compensator.name)
+            "none" if compensator is None else compensator.name,
+            isinstance(commander, HapticCommander) and commander.hand is not None)
         tick = ServoTick(TrialParts(commander, slave, arm, scene, law, recorder, scene, link, compensator, post),
                          limits)
         tick.guidance_state.arm_base_position_m[:] = shoulder_m
@@ -409,10 +410,12 @@ def _task(request: TrialRequest, scenario: Scenario) -> TaskSpec | None:
 
 
 def _make_post(task: TaskSpec, arm: ArmBackend, scene: CaptureScene, shoulder_m: NDArray[np.float64],
-               reach_m: float, command_delay_s: float = 0.0, compensator: str = "none") -> PostCapturePhase:
+               reach_m: float, command_delay_s: float = 0.0, compensator: str = "none",
+               hand_present: bool = False) -> PostCapturePhase:
     """The post-capture phase of ``task``: its fixtures go into the arm's PyBullet world,
-    which must hold the debris (the in-process plant); the link's delay and the
-    compensator's name go to behaviours that model the master side (``mixed``)."""
+    which must hold the debris (the in-process plant); the link's delay, the
+    compensator's name and whether a hand's force is measured go to behaviours that
+    model the master side (``mixed``)."""
     from trials.behaviours.phase import PostCapturePhase, make_world
 
     world = None
@@ -424,7 +427,7 @@ def _make_post(task: TaskSpec, arm: ArmBackend, scene: CaptureScene, shoulder_m:
         import pybullet
 
         world = make_world(task, pybullet, client)
-    return PostCapturePhase(task, DT_S, world, shoulder_m, reach_m, command_delay_s, compensator)
+    return PostCapturePhase(task, DT_S, world, shoulder_m, reach_m, command_delay_s, compensator, hand_present)
 
 
 def _make_link(request: TrialRequest, scenario: Scenario, seed: int) -> DelayedLink | None:

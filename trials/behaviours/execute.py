@@ -38,6 +38,11 @@ class PhaseView(Protocol):
         controller: the admittance controller (its attractor is the behaviour's to move).
         command_delay_s: the trial's one-way command delay [s] (0: none).
         compensator: the trial's compensator name (``none`` without one).
+        hand_present: the commander measures the hand's force on the stylus.
+        hand_force_n: the hand's force on the stylus [N], task frame, as it arrived on the
+            arm's side over the command path (zeros without a hand).
+        master_force_n: (1,) the master force a ``mixed`` behaviour used this tick [N]
+            (it writes it; the phase zeroes it every tick).
     """
 
     t_s: float
@@ -55,6 +60,9 @@ class PhaseView(Protocol):
     controller: AdmittanceController
     command_delay_s: float
     compensator: str
+    hand_present: bool
+    hand_force_n: Vec
+    master_force_n: Vec
 
     def contact_gap(self, axis: Vec) -> tuple[float, float, float] | None:
         """The distance [m] the payload's pin can move along the unit ``axis`` before it
