@@ -461,6 +461,8 @@ class ServoTick:
         values[field["captured_at_s"]] = self.monitor.captured_at_s
         values[field["sigma_ratio"]] = self._sigma[0]
         values[field["ghost_ee_position_m"]] = self._delayed_views[0] if self.link is not None else math.nan
+        predicts = self.link is not None and self.compensator is not None and self.compensator.predicts
+        values[field["virtual_ee_position_m"]] = self._seen_views[0] if predicts else math.nan
         values[field["links"]] = self.parts.arm.link_positions_m().ravel()
         # the post-capture phase: the row the recorder got, the machine's end, the fixtures
         row, post = self._post_row, self.post
