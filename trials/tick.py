@@ -355,6 +355,8 @@ class ServoTick:
             self.payload = self.scene.attach()
             self.parts.slave.attach_payload(self.payload)
             self.parts.commander.captured(self._t_next_s, m.ee_position_m, m.ee_velocity_m_s)
+            if self.compensator is not None:  # what the hand feels after it (trials.contact_modes)
+                self.compensator.captured(self._t_next_s)
             if self.post is not None:
                 scene = self.scene if hasattr(self.scene, "apply_payload_force") else None
                 self.post.captured(self._t_next_s, m, self._status, scene, self.payload.mass_kg)  # type: ignore[arg-type]

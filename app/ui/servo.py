@@ -161,6 +161,7 @@ class AttemptSpec:
     loss: float | None = None
     compensator: str | None = None
     contact_feedback: bool | None = None
+    contact_mode: str | None = None
     countdown_s: float = 0.0
     guidance_authority: float = 1.0
     task: str | None = None
