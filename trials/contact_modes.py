@@ -186,27 +186,32 @@ class VirtualCoupling:
         the hand's force ``−F`` [N] into ``out`` (task frame)."""
         self.track(hand_m)
         g, dt = self.gains, self.dt_s
-        x_b, v_b, x_h, v_h = self.body_position_m, self.body_velocity_m_s, self._last_hand, self._hand_velocity
+        x_b, v_b = self.body_position_m, self.body_velocity_m_s
         if self._fresh:
-            x_b[:] = x_h
-            v_b[:] = v_h
+            x_b[:] = self._last_hand
+            v_b[:] = self._hand_velocity
             self._fresh = False
+        h0, h1, h2 = self._last_hand.tolist()
+        u0, u1, u2 = self._hand_velocity.tolist()
+        x0, x1, x2 = x_b.tolist()
+        w0, w1, w2 = v_b.tolist()
         k, b = g.stiffness_n_m, g.damping_n_s_m
-        f0 = k * (x_h[0] - x_b[0]) + b * (v_h[0] - v_b[0])
-        f1 = k * (x_h[1] - x_b[1]) + b * (v_h[1] - v_b[1])
-        f2 = k * (x_h[2] - x_b[2]) + b * (v_h[2] - v_b[2])
+        f0 = k * (h0 - x0) + b * (u0 - w0)
+        f1 = k * (h1 - x1) + b * (u1 - w1)
+        f2 = k * (h2 - x2) + b * (u2 - w2)
         norm = math.sqrt(f0 * f0 + f1 * f1 + f2 * f2)
         if norm > g.max_force_n:  # clamped along its direction
             shrink = g.max_force_n / norm
             f0, f1, f2 = f0 * shrink, f1 * shrink, f2 * shrink
             self.clamped_ticks += 1
         mode, m, c = g.mode, g.mass_kg, g.body_damping_n_s_m
-        for i, f in enumerate((f0, f1, f2)):
-            if mode == "free-body":
-                v_b[i] += f * dt / m  # (C1)
-            elif mode == "viscous":
-                v_b[i] += f * dt / m - c * dt / m * v_b[i]  # (C2)
-            else:
-                v_b[i] = f / c  # (C3)
-            x_b[i] += v_b[i] * dt  # (C4)
-            out[i] = -f
+        if mode == "free-body":  # (C1)
+            w0, w1, w2 = w0 + f0 * dt / m, w1 + f1 * dt / m, w2 + f2 * dt / m
+        elif mode == "viscous":  # (C2)
+            r = c * dt / m
+            w0, w1, w2 = w0 + f0 * dt / m - r * w0, w1 + f1 * dt / m - r * w1, w2 + f2 * dt / m - r * w2
+        else:  # (C3)
+            w0, w1, w2 = f0 / c, f1 / c, f2 / c
+        v_b[0], v_b[1], v_b[2] = w0, w1, w2
+        x_b[0], x_b[1], x_b[2] = x0 + w0 * dt, x1 + w1 * dt, x2 + w2 * dt  # (C4)
+        out[0], out[1], out[2] = -f0, -f1, -f2

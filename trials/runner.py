@@ -474,11 +474,11 @@ def _make_compensator(request: TrialRequest, scenario: Scenario, plan: TrialPlan
         from trials.contact_modes import coupling_gains
 
         coupling = coupling_gains(
-            config.contact_mode, payload_mass_kg=scenario.debris.mass_kg, contact_force_scale=config.contact_force_scale,
-            time_constant_s=config.contact_time_constant_s, device_stiffness_n_m=device_spec.max_stiffness_n_m,
-            coupling_share=config.coupling_share, position_scale=scenario.mapping.position_scale,
-            force_scale=scenario.mapping.force_scale, max_force_dev_n=min(rendering.max_force_n, device_spec.max_force_n),
-            dt_s=DT_S)
+            config.contact_mode, payload_mass_kg=scenario.debris.mass_kg,
+            contact_force_scale=config.contact_force_scale, time_constant_s=config.contact_time_constant_s,
+            device_stiffness_n_m=device_spec.max_stiffness_n_m, coupling_share=config.coupling_share,
+            position_scale=scenario.mapping.position_scale, force_scale=scenario.mapping.force_scale,
+            max_force_dev_n=min(rendering.max_force_n, device_spec.max_force_n), dt_s=DT_S)
     return make_compensator(config, DT_S, motion=scenario.target_motion(ee0_m), ee0_m=ee0_m, gains=plan.gains,
                             command_delay_s=delay.delay_s,
                             history_s=2.0 * delay.delay_s + 6.0 * delay.jitter_s + 0.1, coupling=coupling,
