@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 #: The version this package writes; it reads every version up to this one.
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 #: Version 2 added the contact columns (:data:`CONTACT_FORCE`, :data:`DEBRIS_ANGULAR_VELOCITY`),
 #: the ``contact`` and ``captured`` flags and the outcome metadata; version-1 files lack them.
 CONTACT_FORMAT_VERSION = 2
@@ -47,6 +47,9 @@ CONTACT_FORMAT_VERSION = 2
 #: state, attractor, contact wrench and its limit) and the ``post_capture`` metadata;
 #: version-1 and version-2 files lack them.
 POST_CAPTURE_FORMAT_VERSION = 3
+#: Version 4 added the master columns (:data:`MASTER_COLUMNS`: the hand's force on the
+#: stylus and the master force the arm's side used); earlier files lack them.
+MASTER_FORMAT_VERSION = 4
 METADATA_KEY = b"capture_trainer"
 AXES = ("x", "y", "z")
 
@@ -106,6 +109,15 @@ POST_CAPTURE_COLUMNS = (STATE_INDEX, BEHAVIOUR_INDEX) + ATTRACTOR_POSITION + WRE
 #: The post-capture columns outside a running task: no state (-1), no behaviour (-1),
 #: attractor and wrench zero, no limit (inf).
 POST_CAPTURE_IDLE = (-1.0, -1.0) + (0.0,) * 9 + (float("inf"),)
+#: The master side (version 4): the hand's force on the stylus [N], task frame, on the
+#: operator's side as it was sent (zeros when nothing measures it: the controller, a
+#: device without a force sensor), and ``f_m`` [N], the master force along the press
+#: axis that the arm's side used this tick in Yang & Konno's mixed command (the hand's,
+#: as it arrived over the delayed link, or the scripted master's; 0 outside a ``mixed``
+#: run).
+HAND_FORCE = vector_columns("hand_force", "n")
+MASTER_FORCE = "master_force_n"
+MASTER_COLUMNS = HAND_FORCE + (MASTER_FORCE,)
 
 
 def joint_position_column(index: int) -> str:
@@ -167,6 +179,7 @@ def float_columns(n_joints: int) -> tuple[str, ...]:
         + CONTACT_FORCE
         + DEBRIS_ANGULAR_VELOCITY
         + POST_CAPTURE_COLUMNS
+        + MASTER_COLUMNS
     )
 
 
@@ -303,9 +316,11 @@ class LogSchema:
 def required_columns(n_joints: int, format_version: int = FORMAT_VERSION) -> tuple[str, ...]:
     """Every column the contract requires of a model with ``n_joints`` joints, in a file
     of ``format_version`` (version 1 had no contact columns and flags, versions 1 and 2
-    no post-capture columns)."""
+    no post-capture columns, versions 1 to 3 no master columns)."""
     names = LogSchema.for_model(n_joints).names
     added: set[str] = set()
+    if format_version < MASTER_FORMAT_VERSION:
+        added.update(MASTER_COLUMNS)
     if format_version < POST_CAPTURE_FORMAT_VERSION:
         added.update(POST_CAPTURE_COLUMNS)
     if format_version < CONTACT_FORMAT_VERSION:

@@ -22,6 +22,9 @@ class DeviceSpec:
         rate_hz: servo update rate [Hz].
         input_dof: degrees of freedom sensed; output_dof: degrees of freedom actuated.
         max_force_rate_n_s: largest allowed change of force per second [N/s].
+        max_stiffness_n_m: the stiffness the device renders passively at most [N/m]
+            (device frame; a Touch's datasheet figure on its softest axis, 1.02 N/mm,
+            unless the device says otherwise): what a virtual coupling may ask of it.
     """
 
     name: str
@@ -35,6 +38,7 @@ class DeviceSpec:
     input_dof: int = 6
     output_dof: int = 3
     max_force_rate_n_s: float = 1000.0
+    max_stiffness_n_m: float = 1020.0
 
     def as_dict(self) -> dict[str, object]:
         """Plain-data form recorded with every trial."""
@@ -50,4 +54,5 @@ class DeviceSpec:
             "input_dof": self.input_dof,
             "output_dof": self.output_dof,
             "max_force_rate_n_s": self.max_force_rate_n_s,
+            "max_stiffness_n_m": self.max_stiffness_n_m,
         }

@@ -429,7 +429,7 @@ def _mapping(root: _Table) -> MappingConfig:
     return MappingConfig(position_scale, force_scale, rotation)  # type: ignore[arg-type]
 
 
-def _rendering(root: _Table) -> RenderingConfig:
+def _rendering(root: _Table, contact_modes: Lookup[object] | None = None) -> RenderingConfig:
     t = root.table("rendering")
     values: dict[str, Any] = {
         "max_force_n": t.number("max_force_n", 3.0, minimum=0.0, strict=True, maximum=50.0),
@@ -438,6 +438,10 @@ def _rendering(root: _Table) -> RenderingConfig:
         "max_rate_n_s": t.number("max_rate_n_s", 1000.0, minimum=0.0, strict=True),
         "contact_feedback": t.boolean("contact_feedback", False),
         "contact_force_scale": t.number("contact_force_scale", 0.02, minimum=0.0, maximum=10.0),
+        "contact_mode": t.string("contact_mode", "contact", allow_empty=False, single_line=True,
+                                 choices=None if contact_modes is None else contact_modes.names()),
+        "contact_time_constant_s": t.number("contact_time_constant_s", 0.5, minimum=0.0, strict=True, maximum=60.0),
+        "coupling_share": t.number("coupling_share", 0.5, minimum=0.0, strict=True, maximum=1.0),
     }
     t.finish()
     return RenderingConfig(**values)
@@ -468,7 +472,7 @@ def scenario_from_dict(data: dict[str, Any], source: str, default_name: str, *, 
         guidance=_guidance(root, vocabulary.laws),
         fixtures=_fixtures(root),
         mapping=_mapping(root),
-        rendering=_rendering(root),
+        rendering=_rendering(root, vocabulary.contact_modes),
         source=source,
     )
     root.finish()

@@ -71,6 +71,9 @@ class Vocabulary:
     #: delay compensators by name (``trials.compensators.COMPENSATORS``); None: any name
     #: is accepted here and checked when a trial is built.
     compensators: Lookup[object] | None = None
+    #: post-capture contact modes by name (``trials.contact_modes.CONTACT_MODES``); None:
+    #: any name is accepted here and checked when a trial is built.
+    contact_modes: Lookup[object] | None = None
 
 
 @dataclass(frozen=True)
@@ -252,6 +255,11 @@ class RenderingConfig:
             (``trials.compensators``); contact_force_scale: hand newtons per newton of
             contact force, task frame (the mapping's force scale and the safety layer
             come after).
+        contact_mode: what the hand feels after the capture
+            (``trials.contact_modes.CONTACT_MODES``: ``contact``, ``free-body``,
+            ``viscous``, ``damper``); contact_time_constant_s: the viscous body's ``τ``
+            [s]; coupling_share: the share of the device's passive-stiffness bound the
+            virtual coupling renders.
     """
 
     max_force_n: float = 3.0
@@ -260,6 +268,9 @@ class RenderingConfig:
     max_rate_n_s: float = 1000.0
     contact_feedback: bool = False
     contact_force_scale: float = 0.02
+    contact_mode: str = "contact"
+    contact_time_constant_s: float = 0.5
+    coupling_share: float = 0.5
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,14 @@ dummy video driver, drives it through :func:`app.ui.window.run_trainer`'s ``driv
     trainer-berthing.png      after the capture on berthing-planar: the task's state, the
                               attractor, the posts' wrench on the pin against its limit
     trainer-berthing-card.png the score card after it, with the task's state timeline
+    trainer-delay.png         300 ms each way with the predictive compensator: the
+                              predicted arm the trainee steers, the real arm, the ghost
     session-instruction.png   an experimenter's session: the next trial's instructions
     session-pause.png         the pause after a trial: outcome and data-quality flags
 
 Usage::
 
-    .venv/bin/python scripts/screenshots.py [--out docs/images] [--only berthing]
+    .venv/bin/python scripts/screenshots.py [--out docs/images] [--only berthing|delay]
 
 It takes about a minute (each attempt runs in real time at 1 kHz).
 """
@@ -144,13 +146,23 @@ def run(config: WindowConfig, out: Path, steps: list[Step]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path("docs/images"))
-    parser.add_argument("--only", choices=("berthing",), help="take only this screenshot")
+    parser.add_argument("--only", choices=("berthing", "delay"), help="take only these screenshots")
     args = parser.parse_args(argv)
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="capture-trainer-shots-") as tmp:
         data = Path(tmp)
         base: dict[str, Any] = {"out_dir": data, "trainee": "ada", "countdown_s": 1.5}
+        delayed = WindowConfig(device="simulated", participant_kind="expert", delay_s=0.3, compensator="predictive",
+                               **{**base, "out_dir": data / "delay"})
+        run(delayed, out, [
+            (None, screen("MessageScreen"), ("p",)),
+            ("trainer-delay.png", attempt_at(0.8), ("escape",)),
+            (None, screen("_ScoreScreen"), ("return",)),
+            (None, screen("MessageScreen"), ("q",)),
+        ])
+        if args.only == "delay":
+            return 0
         berthing = WindowConfig(device="simulated", participant_kind="expert", scenario="berthing-planar",
                                 **{**base, "out_dir": data / "berthing"})
         run(berthing, out, [

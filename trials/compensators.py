@@ -41,6 +41,12 @@ Compensators:
   the debris, after which a free debris' straight drift is predicted exactly).
   Guidance works on the virtual state; the window also gets the delayed real end
   effector as a ghost.
+After the capture, with a ``contact_mode`` other than ``contact``, the hand feels one of
+Campbell's bodies through a clamped virtual coupling instead of the contact force
+(:mod:`trials.contact_modes`): from the first tick whose state sample was sent at or
+after the capture (the operator's side cannot know of it earlier), the coupling's force
+replaces the contact force before the compensator's observer and controller see it.
+
 * ``passivity`` (time-domain passivity observer and controller, Hannaford & Ryu 2002;
   Ryu, Kwon & Hannaford 2004): when the coming tick's flow would make ``W`` negative,
   ``W' = W − f·v Δt < 0`` with ``v = (x(k) − x(k−1))/Δt``, the controller adds a variable
@@ -62,6 +68,8 @@ from numpy.typing import NDArray
 from capture_trainer.errors import TrialError
 from capture_trainer.registry import Registry
 from scenarios.motion import TargetMotion
+from trials.contact_modes import CONTACT_MODES, CouplingGains, VirtualCoupling
+from trials.delay import DelayLine
 
 Vec3 = NDArray[np.float64]
 
@@ -82,16 +90,32 @@ class CompensatorConfig:
             contact's, ``s`` the position scale): 0.02 keeps the paper scenario's contact
             (22.6 kN/m) at 790 N/m, under a Touch's nominal 1.02 N/mm (its softest axis).
         max_damping_n_s_m: cap of the passivity controller's damper [N s/m] (task frame).
+        contact_mode: what the hand feels after the capture (a
+            :data:`trials.contact_modes.CONTACT_MODES` name; ``contact``: the contact force
+            as it arrives, zero once the tool holds).
+        contact_time_constant_s: ``τ`` of the ``viscous`` body (and the damper's
+            ``c = m / τ``) [s].
+        coupling_share: the share of the device's passive-stiffness bound the virtual
+            coupling renders, in (0, 1].
     """
 
     name: str = "none"
     contact_feedback: bool = False
     contact_force_scale: float = 0.02
     max_damping_n_s_m: float = 2000.0
+    contact_mode: str = "contact"
+    contact_time_constant_s: float = 0.5
+    coupling_share: float = 0.5
 
     def __post_init__(self) -> None:
         if self.name not in COMPENSATORS:
             raise TrialError(COMPENSATORS.unknown_message(self.name))
+        if self.contact_mode not in CONTACT_MODES:
+            raise TrialError(CONTACT_MODES.unknown_message(self.contact_mode))
+        if not (self.contact_time_constant_s > 0.0 and math.isfinite(self.contact_time_constant_s)):
+            raise TrialError(f"contact_time_constant_s must be finite and > 0, got {self.contact_time_constant_s}")
+        if not 0.0 < self.coupling_share <= 1.0:
+            raise TrialError(f"coupling_share must be within (0, 1], got {self.coupling_share}")
         if not (self.contact_force_scale >= 0.0 and math.isfinite(self.contact_force_scale)):
             raise TrialError(f"contact_force_scale must be finite and >= 0, got {self.contact_force_scale}")
         if not (self.max_damping_n_s_m > 0.0 and math.isfinite(self.max_damping_n_s_m)):
@@ -127,7 +151,13 @@ class Compensator(Protocol):
 
     def shape(self, t_s: float, force_n: Vec3, hand_position_m: Vec3) -> None:
         """Observe (and, for ``passivity``, correct) the contact force on the hand [N]
-        in place, given the hand's position [m] (task frame)."""
+        in place, given the hand's position [m] (task frame); after a seen capture with
+        a contact mode, the coupling's force replaces it first."""
+        ...
+
+    def captured(self, t_s: float) -> None:
+        """The tool closed at plant time ``t_s`` [s] (the arm's side; the operator's side
+        learns of it with the state path's samples)."""
         ...
 
     def metadata(self) -> dict[str, Any]:
@@ -197,10 +227,32 @@ class _Base:
     name = "none"
     predicts = False
 
-    def __init__(self, config: CompensatorConfig, dt_s: float) -> None:
+    def __init__(self, config: CompensatorConfig, dt_s: float, coupling: CouplingGains | None = None,
+                 state_line: DelayLine | None = None) -> None:
         self.config = config
         self.contact_force_scale = config.contact_force_scale if config.contact_feedback else 0.0
         self.observer = EnergyObserver(dt_s)
+        #: the post-capture body (None: the contact force as it arrives)
+        self.coupling = VirtualCoupling(coupling, dt_s) if coupling is not None and config.contact_feedback else None
+        self._state_line = state_line
+        self.captured_at_s = math.inf
+
+    def captured(self, t_s: float) -> None:
+        self.captured_at_s = t_s
+
+    def _feel(self, t_s: float, force_n: Vec3, hand_position_m: Vec3) -> None:
+        """After the capture as the operator's side has seen it: the coupling's force on
+        the hand replaces the contact force (``force_n``, in place)."""
+        coupling = self.coupling
+        if coupling is None:
+            return
+        if not coupling.active:
+            seen_s = t_s if self._state_line is None else self._state_line.age_s
+            if seen_s < self.captured_at_s:
+                coupling.track(hand_position_m)
+                return
+            coupling.start()
+        coupling.force(hand_position_m, force_n)
 
     def view(self, t_s: float, command: tuple[Vec3, Vec3, Vec3], delayed: tuple[Vec3, ...], sent_s: float,
              out: tuple[Vec3, ...]) -> None:
@@ -209,13 +261,21 @@ class _Base:
                 target[:] = source
 
     def shape(self, t_s: float, force_n: Vec3, hand_position_m: Vec3) -> None:
+        self._feel(t_s, force_n, hand_position_m)
         self.observer.observe(hand_position_m)
         self.observer.hold(force_n)
 
     def metadata(self) -> dict[str, Any]:
         config = self.config
-        return {"name": self.name, "contact_feedback": config.contact_feedback,
-                "contact_force_scale": self.contact_force_scale, **self.observer.figures()}
+        figures: dict[str, Any] = {"name": self.name, "contact_feedback": config.contact_feedback,
+                                   "contact_force_scale": self.contact_force_scale, **self.observer.figures()}
+        if config.contact_mode != "contact":  # the key appears only with a Campbell body (logs stay as they were)
+            coupling = self.coupling
+            figures["contact_mode"] = {
+                "mode": config.contact_mode, "coupling": None if coupling is None else coupling.gains.as_dict(),
+                "started": coupling is not None and coupling.active,
+                "clamped_ticks": 0 if coupling is None else coupling.clamped_ticks}
+        return figures
 
 
 @COMPENSATORS.register("none")
@@ -229,8 +289,9 @@ class NoCompensation(_Base):
 
     name = "none"
 
-    def __init__(self, config: CompensatorConfig, dt_s: float, **_: Any) -> None:
-        super().__init__(config, dt_s)
+    def __init__(self, config: CompensatorConfig, dt_s: float, *, coupling: CouplingGains | None = None,
+                 state_line: DelayLine | None = None, **_: Any) -> None:
+        super().__init__(config, dt_s, coupling, state_line)
 
 
 @COMPENSATORS.register("passivity")
@@ -239,11 +300,13 @@ class PassivityCompensation(_Base):
 
     name = "passivity"
 
-    def __init__(self, config: CompensatorConfig, dt_s: float, **_: Any) -> None:
-        super().__init__(config, dt_s)
+    def __init__(self, config: CompensatorConfig, dt_s: float, *, coupling: CouplingGains | None = None,
+                 state_line: DelayLine | None = None, **_: Any) -> None:
+        super().__init__(config, dt_s, coupling, state_line)
         self.max_damping_n_s_m = config.max_damping_n_s_m
 
     def shape(self, t_s: float, force_n: Vec3, hand_position_m: Vec3) -> None:
+        self._feel(t_s, force_n, hand_position_m)
         observer = self.observer
         energy = observer.observe(hand_position_m)
         v, dt = observer.velocity_m_s, observer.dt_s
@@ -277,8 +340,9 @@ class PredictiveCompensation(_Base):
     predicts = True
 
     def __init__(self, config: CompensatorConfig, dt_s: float, *, motion: TargetMotion, ee0_m: Vec3,
-                 gains: tuple[float, float], command_delay_s: float, history_s: float, **_: Any) -> None:
-        super().__init__(config, dt_s)
+                 gains: tuple[float, float], command_delay_s: float, history_s: float,
+                 coupling: CouplingGains | None = None, state_line: DelayLine | None = None, **_: Any) -> None:
+        super().__init__(config, dt_s, coupling, state_line)
         self.dt_s = dt_s
         self.motion = motion
         self.k_p, self.k_d = float(gains[0]), float(gains[1])
@@ -356,7 +420,9 @@ class PredictiveCompensation(_Base):
 
 def make_compensator(config: CompensatorConfig, dt_s: float, **context: Any) -> Compensator:
     """The registered compensator of ``config`` (``context``: what ``predictive`` needs:
-    ``motion``, ``ee0_m``, ``gains``, ``command_delay_s``, ``history_s``)."""
+    ``motion``, ``ee0_m``, ``gains``, ``command_delay_s``, ``history_s``; for every one,
+    the post-capture ``coupling`` (:class:`trials.contact_modes.CouplingGains`) and the
+    link's ``state_line``, whose samples tell when the operator's side sees the capture)."""
     factory = COMPENSATORS.get(config.name)
     compensator: Compensator = factory(config, dt_s, **context)
     return compensator

@@ -9,7 +9,8 @@ half-normal with SD ``jitter_s`` so that a sample is never early) or is lost (pr
 older than one already received is dropped, as a receiver ordering by timestamp would).
 
 Two lines make a trial's link (:class:`DelayedLink`): the **command path** (the slave's
-command: position, velocity, acceleration, task frame) and the **state path** (what the
+command: position, velocity, acceleration, and the hand's force on the stylus, the master
+force of Yang & Konno's mixed command; task frame) and the **state path** (what the
 operator's side sees of the arm's side: end effector, debris and the contact force on the
 debris, task frame), each with
 its own draws. Everything is preallocated; a tick copies a few floats.
@@ -148,7 +149,9 @@ class DelayedLink:
         seed: the trial's seed (the two paths draw from seeds derived from it).
     """
 
-    COMMAND_WIDTH = 9  # position, velocity, acceleration [m, m/s, m/s²]
+    #: position, velocity, acceleration [m, m/s, m/s²]; the hand's force on the stylus [N]
+    #: (the mixed command's ``f_m``, ``trials.behaviours.mixed``)
+    COMMAND_WIDTH = 12
     #: end effector position, velocity; debris position, velocity, acceleration; the
     #: contact force on the debris [N] (rendered to the hand with contact feedback)
     STATE_WIDTH = 18

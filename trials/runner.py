@@ -100,6 +100,9 @@ class TrialRequest:
             ``predictive`` | ``passivity``, ``trials.compensators``).
         contact_feedback: overrides the scenario's ``[rendering] contact_feedback``
             (the tool's contact force rendered to the hand on top of guidance).
+        contact_mode: overrides the scenario's ``[rendering] contact_mode``: what the
+            hand feels after the capture (``trials.contact_modes``: ``contact``,
+            ``free-body``, ``viscous``, ``damper``).
         contact: ``physics`` or ``auto`` (the debris as a body with contact physics: in
             the arm's own world when it can hold one, as the in-process plant's can, else
             in a world of its own on this side with a kinematic probe,
@@ -139,6 +142,7 @@ class TrialRequest:
     compensator: str | None = None
     contact_feedback: bool | None = None
     task: str | None = None
+    contact_mode: str | None = None
 
     def resolved_trial_id(self, scenario_name: str, automatic: bool = False) -> str:
         """The trial file's stem: ``trial_id``, or ``<participant>_<scenario>_<condition>_s<seed>``
@@ -312,10 +316,12 @@ def build_trial(request: TrialRequest, out_dir: str | Path) -> Trial:
         limits = TickLimits(DT_S, plan.max_ticks, scene.contact_radius_m, plan.end_after_reach_s,
                             _capture_rules(scenario, plan, shoulder_m, reach_m))
         link = _make_link(request, scenario, plan.seed)
-        compensator = _make_compensator(request, scenario, plan, link, ee0)
+        compensator = _make_compensator(request, scenario, plan, link, ee0,
+                                        None if device is None else device.spec)
         post = None if task is None else _make_post(
             task, arm, scene, shoulder_m, reach_m, 0.0 if link is None else link.config.delay_s,
-            "none" if compensator is None else compensator.name)
+            "none" if compensator is None else compensator.name,
+            isinstance(commander, HapticCommander) and commander.hand is not None)
         tick = ServoTick(TrialParts(commander, slave, arm, scene, law, recorder, scene, link, compensator, post),
                          limits)
         tick.guidance_state.arm_base_position_m[:] = shoulder_m
@@ -411,10 +417,12 @@ def _task(request: TrialRequest, scenario: Scenario) -> TaskSpec | None:
 
 
 def _make_post(task: TaskSpec, arm: ArmBackend, scene: CaptureScene, shoulder_m: NDArray[np.float64],
-               reach_m: float, command_delay_s: float = 0.0, compensator: str = "none") -> PostCapturePhase:
+               reach_m: float, command_delay_s: float = 0.0, compensator: str = "none",
+               hand_present: bool = False) -> PostCapturePhase:
     """The post-capture phase of ``task``: its fixtures go into the arm's PyBullet world,
-    which must hold the debris (the in-process plant); the link's delay and the
-    compensator's name go to behaviours that model the master side (``mixed``)."""
+    which must hold the debris (the in-process plant); the link's delay, the
+    compensator's name and whether a hand's force is measured go to behaviours that
+    model the master side (``mixed``)."""
     from trials.behaviours.phase import PostCapturePhase, make_world
 
     world = None
@@ -426,7 +434,7 @@ def _make_post(task: TaskSpec, arm: ArmBackend, scene: CaptureScene, shoulder_m:
         import pybullet
 
         world = make_world(task, pybullet, client)
-    return PostCapturePhase(task, DT_S, world, shoulder_m, reach_m, command_delay_s, compensator)
+    return PostCapturePhase(task, DT_S, world, shoulder_m, reach_m, command_delay_s, compensator, hand_present)
 
 
 def _make_link(request: TrialRequest, scenario: Scenario, seed: int) -> DelayedLink | None:
@@ -445,22 +453,38 @@ def _make_link(request: TrialRequest, scenario: Scenario, seed: int) -> DelayedL
 
 
 def _make_compensator(request: TrialRequest, scenario: Scenario, plan: TrialPlan, link: DelayedLink | None,
-                      ee0_m: NDArray[np.float64]) -> Compensator | None:
+                      ee0_m: NDArray[np.float64], device_spec: DeviceSpec | None = None) -> Compensator | None:
     """The compensator of the scenario's ``[delay] compensator`` and ``[rendering]
-    contact_feedback`` (the request's values first); None when there is neither a delay,
-    nor a compensator, nor contact feedback (the tick is then today's)."""
+    contact_feedback`` and ``contact_mode`` (the request's values first); None when there
+    is neither a delay, nor a compensator, nor contact feedback (the tick is then
+    today's). A Campbell contact mode gets its virtual coupling from the payload (the
+    debris' mass), the mapping and the device's passive-stiffness bound."""
     rendering = scenario.rendering
     config = CompensatorConfig(
         name=scenario.delay.compensator if request.compensator is None else request.compensator,
         contact_feedback=rendering.contact_feedback if request.contact_feedback is None else request.contact_feedback,
         contact_force_scale=rendering.contact_force_scale,
+        contact_mode=rendering.contact_mode if request.contact_mode is None else request.contact_mode,
+        contact_time_constant_s=rendering.contact_time_constant_s,
+        coupling_share=rendering.coupling_share,
     )
     if link is None and config.name == "none" and not config.contact_feedback:
         return None
     delay = link.config if link is not None else DelayConfig()
+    coupling = None
+    if config.contact_feedback and config.contact_mode != "contact" and device_spec is not None:
+        from trials.contact_modes import coupling_gains
+
+        coupling = coupling_gains(
+            config.contact_mode, payload_mass_kg=scenario.debris.mass_kg,
+            contact_force_scale=config.contact_force_scale, time_constant_s=config.contact_time_constant_s,
+            device_stiffness_n_m=device_spec.max_stiffness_n_m, coupling_share=config.coupling_share,
+            position_scale=scenario.mapping.position_scale, force_scale=scenario.mapping.force_scale,
+            max_force_dev_n=min(rendering.max_force_n, device_spec.max_force_n), dt_s=DT_S)
     return make_compensator(config, DT_S, motion=scenario.target_motion(ee0_m), ee0_m=ee0_m, gains=plan.gains,
                             command_delay_s=delay.delay_s,
-                            history_s=2.0 * delay.delay_s + 6.0 * delay.jitter_s + 0.1)
+                            history_s=2.0 * delay.delay_s + 6.0 * delay.jitter_s + 0.1, coupling=coupling,
+                            state_line=None if link is None else link.state)
 
 
 CONTACT_MODES: tuple[str, ...] = ("auto", "physics", "proximity")

@@ -49,6 +49,7 @@ FIELDS: tuple[tuple[str, int], ...] = (
     ("released_at_s", 1),  # NaN until the tool opens again (the task's ``open``)
     ("sigma_ratio", 1),  # the IK's reaction-singularity gauge (the reactionless margin)
     ("ghost_ee_position_m", 3),  # the real end effector as it arrived over a delayed link; NaN without one
+    ("virtual_ee_position_m", 3),  # a predicting compensator's virtual end effector; NaN without one
     # after the capture, with a task (trials.behaviours; the trial log's post-capture columns):
     ("post_state_index", 1),  # into the task's states; -1 outside a running machine
     ("post_behaviour_index", 1),  # into trials.behaviours.BEHAVIOURS' names; -1: none

@@ -474,7 +474,8 @@ def run_trial_spec(spec: TrialSpec, study_dir: Path, metadata: dict[str, Any] | 
         metadata: entries added to the trial file's metadata (the plan's fingerprint).
         arm, arm_keys: drive an arm server over the link (``TrialRequest.arm``).
         link: ``TrialRequest`` overrides of the delayed link and its compensator
-            (``delay_s``, ``jitter_s``, ``loss``, ``compensator``, ``contact_feedback``;
+            (``delay_s``, ``jitter_s``, ``loss``, ``compensator``, ``contact_feedback``,
+            ``contact_mode``;
             ``study --delay-ms ...``).
     """
     schedule = scheduled_authority(spec, Path(study_dir)) if spec.schedule else None

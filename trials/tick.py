@@ -218,6 +218,11 @@ class ServoTick:
         self._row_parts: tuple[NDArray[np.float64], ...] = ()
         self.post = parts.post
         self._post_row = parts.post.row if parts.post is not None else np.array(trial_log.POST_CAPTURE_IDLE)
+        # the master force the arm's side used (the mixed command's f_m); the phase reads
+        # the hand's force as it arrived over the command path
+        self._master_row = parts.post.master_force_n if parts.post is not None else np.zeros(1)
+        if parts.post is not None:
+            parts.post.hand_force_n = self._slave_hand
         self._share(self._m)
         self._stages = (self._command, self._slave, self._plant, self._target, self._capture, self._guidance,
                         self._render, self._actuate, self._record)
@@ -228,10 +233,15 @@ class ServoTick:
         its own copies, refilled by the link (the slave starts holding the end effector
         where it is; the operator starts seeing the start)."""
         m = self._m
+        hand = self.parts.commander.hand_force_n
         if self.link is None:
             self._slave_cmd = (self._cmd_pos, self._cmd_vel, self._cmd_acc)
+            self._slave_hand = hand
             return
         self._slave_cmd = (m.ee_position_m.copy(), np.zeros(3), np.zeros(3))
+        self._slave_hand = np.zeros(3)  # the hand's force as it arrived on the arm's side
+        self._command_sent = (self._cmd_pos, self._cmd_vel, self._cmd_acc, hand)
+        self._command_received = (*self._slave_cmd, self._slave_hand)
         self._seen = np.concatenate((m.ee_position_m, m.ee_velocity_m_s, self._target_pos, self._target_vel,
                                      self._target_acc, self._reading.force_on_debris_n))
         # a predicting compensator keeps what arrived (the ghost) apart from what it shows
@@ -269,7 +279,7 @@ class ServoTick:
             self._slave_cmd[0], self._slave_cmd[1], commander.device_position_m, commander.device_velocity_m_s, self._guide,
             commander.calculated_dev_n, commander.actuated_dev_n, m.base_torque_n_m, m.base_attitude_rad,
             m.base_angular_velocity_rad_s, self._sigma, m.q_rad, m.qd_rad_s, self._reading.force_on_debris_n,
-            self._reading.angular_velocity_rad_s, self._post_row,
+            self._reading.angular_velocity_rad_s, self._post_row, commander.hand_force_n, self._master_row,
         )
         self._m = m
 
@@ -293,8 +303,7 @@ class ServoTick:
         self._t = self.k * self.dt_s
         self.parts.commander.command(self._t, self._cmd_pos, self._cmd_vel, self._cmd_acc)
         if self.link is not None:
-            self._cross(self.link.command, self._t, (self._cmd_pos, self._cmd_vel, self._cmd_acc),
-                        self._command_out, self._slave_cmd)
+            self._cross(self.link.command, self._t, self._command_sent, self._command_out, self._command_received)
         if self.post is not None and self.post.active:  # after the capture the behaviours command, arm side
             self.post.command(self._t, self._m, self._status, *self._slave_cmd)
 
@@ -349,6 +358,8 @@ class ServoTick:
             self.payload = self.scene.attach()
             self.parts.slave.attach_payload(self.payload)
             self.parts.commander.captured(self._t_next_s, m.ee_position_m, m.ee_velocity_m_s)
+            if self.compensator is not None:  # what the hand feels after it (trials.contact_modes)
+                self.compensator.captured(self._t_next_s)
             if post is not None:
                 scene = self.scene if hasattr(self.scene, "apply_payload_force") else None
                 post.captured(self._t_next_s, m, self._status, scene, self.payload.mass_kg,  # type: ignore[arg-type]
@@ -466,6 +477,8 @@ class ServoTick:
         values[field["released_at_s"]] = self.monitor.released_at_s
         values[field["sigma_ratio"]] = self._sigma[0]
         values[field["ghost_ee_position_m"]] = self._delayed_views[0] if self.link is not None else math.nan
+        predicts = self.link is not None and self.compensator is not None and self.compensator.predicts
+        values[field["virtual_ee_position_m"]] = self._seen_views[0] if predicts else math.nan
         values[field["links"]] = self.parts.arm.link_positions_m().ravel()
         # the post-capture phase: the row the recorder got, the machine's end, the fixtures
         row, post = self._post_row, self.post

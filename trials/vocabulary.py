@@ -16,9 +16,10 @@ from scenarios.loader import load_scenario as _load_scenario
 from scenarios.loader import loads_scenario as _loads_scenario
 from scenarios.schema import Scenario, Vocabulary
 from trials.compensators import COMPENSATORS
+from trials.contact_modes import CONTACT_MODES
 
-#: Manipulator models, guidance laws and delay compensators, by their own registries.
-SCENARIO_VOCABULARY = Vocabulary(models=MODELS, laws=LAWS, compensators=COMPENSATORS)
+#: Manipulator models, guidance laws, delay compensators and contact modes, by their own registries.
+SCENARIO_VOCABULARY = Vocabulary(models=MODELS, laws=LAWS, compensators=COMPENSATORS, contact_modes=CONTACT_MODES)
 
 
 def load_scenario(path_or_name: str | Path) -> Scenario:

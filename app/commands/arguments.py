@@ -182,16 +182,26 @@ def delay_request(args: argparse.Namespace) -> DelayFields:
 ON_OFF = {"on": True, "off": False}
 
 
+def contact_feedback_choices() -> tuple[str, ...]:
+    """``--contact-feedback`` values: ``on``, ``off`` and the post-capture contact modes
+    of ``trials.contact_modes.CONTACT_MODES`` (``contact`` is what ``on`` means)."""
+    from trials.contact_modes import CONTACT_MODES
+
+    return tuple(ON_OFF) + tuple(name for name in CONTACT_MODES.names() if name != "contact")
+
+
 def compensator_options(parser: argparse.ArgumentParser) -> None:
     """``--compensator`` and ``--contact-feedback``: what the operator's side makes of the
-    delay and whether the hand feels the contact (read back by :func:`compensator_request`)."""
+    delay and whether (and how, after the capture) the hand feels the contact (read back
+    by :func:`compensator_request`)."""
     from trials.compensators import COMPENSATORS
 
     parser.add_argument("--compensator", choices=COMPENSATORS.names(),
                         help="delay compensator (overrides the scenario's [delay] compensator; docs/delay.md)")
-    parser.add_argument("--contact-feedback", choices=tuple(ON_OFF),
-                        help="render the tool's contact force to the hand on top of guidance (overrides the "
-                        "scenario's [rendering] contact_feedback)")
+    parser.add_argument("--contact-feedback", choices=contact_feedback_choices(),
+                        help="render the tool's contact force to the hand on top of guidance; free-body, viscous "
+                        "or damper: on, and after the capture the hand feels the payload as that body through a "
+                        "virtual coupling (overrides the scenario's [rendering] contact_feedback and contact_mode)")
 
 
 class CompensatorFields(TypedDict):
@@ -199,9 +209,12 @@ class CompensatorFields(TypedDict):
 
     compensator: str | None
     contact_feedback: bool | None
+    contact_mode: str | None
 
 
 def compensator_request(args: argparse.Namespace) -> CompensatorFields:
     """The compensator options as ``TrialRequest`` fields (None: the scenario's)."""
+    value = args.contact_feedback
     return {"compensator": args.compensator,
-            "contact_feedback": None if args.contact_feedback is None else ON_OFF[args.contact_feedback]}
+            "contact_feedback": None if value is None else ON_OFF.get(value, True),
+            "contact_mode": None if value is None or value in ON_OFF else value}

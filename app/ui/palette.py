@@ -34,6 +34,8 @@ COLOURS: dict[str, tuple[int, int, int]] = {
     "cursor": (255, 255, 255),  # the pointer's cursor (--device mouse)
     "shadow": (78, 86, 110),  # depth cues: shadows on the ground plane
     "moment": (255, 250, 200),  # the marks of the first contact and the capture
+    "predicted": (235, 235, 250),  # the predicted (virtual) arm under delay (app.ui.ghost)
+    "ghost": (150, 170, 210),  # the delayed real end effector (app.ui.ghost)
 }
 
 

@@ -41,7 +41,7 @@ from numpy.typing import NDArray
 from app.ui.behaviours_view import TaskInfo, close_up_rect, draw_close_up, draw_fixtures, task_visible
 from app.ui.palette import COLOURS
 from app.ui.palette import arrow as _arrow
-from app.ui.ghost import draw_ghost
+from app.ui.ghost import draw_ghost, draw_predicted_arm
 from robot.models import CaptureTool
 from trials.snapshot import FLAG_BITS, PHASES, SharedSnapshot
 
@@ -113,6 +113,7 @@ class Frame:
     released_at_s: float = math.nan  # NaN until the tool opens again (the task's ``open``)
     sigma_ratio: float = math.nan  # the IK's reaction-singularity gauge; NaN: no reading
     ghost_m: NDArray[np.float64] | None = None  # the delayed real end effector (app.ui.ghost)
+    virtual_ee_m: NDArray[np.float64] | None = None  # the predicted (virtual) end effector (app.ui.ghost)
     # the task after the capture (app.ui.behaviours_view; trials.snapshot's post-capture slots)
     post_state_index: int = -1  # the running state (-1: none)
     post_behaviour_index: int = -1  # its behaviour kind (-1: none)
@@ -163,6 +164,7 @@ class Frame:
             # NaN (no reading) for a block laid out without the field
             sigma_ratio=num("sigma_ratio") if "sigma_ratio" in snapshot.offsets else math.nan,
             ghost_m=vec("ghost_ee_position_m") if "ghost_ee_position_m" in snapshot.offsets else None,
+            virtual_ee_m=vec("virtual_ee_position_m") if "virtual_ee_position_m" in snapshot.offsets else None,
             **(cls._post(vec, num) if "post_state_index" in snapshot.offsets else {}),
         )
 
@@ -711,6 +713,8 @@ class SceneRenderer:
         pygame.draw.circle(surface, COLOURS["target"], start, fixture_px)
         _arrow(surface, COLOURS["guidance"], ee, view.vector(frame.guidance_force_n, FORCE_PX_PER_N))
         self._tool(surface, frame, ee, start, (fixture_px, tip_px, envelope_px))
+        # what the trainee steers under delay, over the real arm (thin: the real one shows through)
+        draw_predicted_arm(surface, view, frame.links_m, frame.virtual_ee_m)
         self._moments(surface, view)
         if cursor_m is not None:
             self._cursor(surface, view, cursor_m, (cx, cy), ee)
@@ -845,7 +849,7 @@ class SceneRenderer:
         if experimenter:
             self._base_gauge(surface, frame, pygame.Rect(x, 449, width, 16))
         self._margin_gauge(surface, frame, self.margin_rect)
-        self._legend(surface, (x, 530))
+        self._legend(surface, (x, 530), frame)
 
     def gauge_x(self, rect: Any, speed_m_s: float) -> int:
         """The closing-speed gauge's pixel column for ``speed_m_s`` (clipped to the ends)."""
@@ -973,17 +977,25 @@ class SceneRenderer:
         if gauge.warning:
             self.text(surface, gauge.warning, (rect.x, rect.bottom + 4), colour=gauge.colour)
 
-    def _legend(self, surface: Any, pos: tuple[int, int]) -> None:
+    def _legend(self, surface: Any, pos: tuple[int, int], frame: Frame | None = None) -> None:
         import pygame
 
-        entries = (("arm", "arm"), ("ee", "end effector"), ("target", "debris"),
-                   ("path", "debris predicted path"), ("command", "stylus command"),
-                   ("guidance", "guidance force (task)"), ("force_calc", "calculated force"),
-                   ("force_act", "actuated force"), ("tool", "capture tool"),
-                   ("contact", "tool: in contact"), ("captured", "tool: captured"), ("open", "tool: opened"))
+        entries: tuple[tuple[str, str], ...] = (
+            ("arm", "arm"), ("ee", "end effector"), ("target", "debris"),
+            ("path", "debris predicted path"), ("command", "stylus command"),
+            ("guidance", "guidance force (task)"), ("force_calc", "calculated force"),
+            ("force_act", "actuated force"), ("tool", "capture tool"),
+            ("contact", "tool: in contact"), ("captured", "tool: captured"), ("open", "tool: opened"))
+        delayed = frame is not None and frame.ghost_m is not None and bool(np.all(np.isfinite(frame.ghost_m)))
+        if delayed:  # a delayed link: the ghost, and with a prediction the arm the trainee steers
+            predicted = frame is not None and frame.virtual_ee_m is not None and bool(
+                np.all(np.isfinite(frame.virtual_ee_m)))
+            entries += ((("predicted", "predicted arm (steered)"),) if predicted else ()) + (
+                ("ghost", "delayed end effector"),)
+        spacing = 20 if len(entries) <= 12 else 18
         x, y = pos
         for i, (key, label) in enumerate(entries):
-            row = y + 20 * (i // 2)
+            row = y + spacing * (i // 2)
             col = x + 160 * (i % 2)
             pygame.draw.rect(surface, COLOURS[key], (col, row + 3, 12, 12))
             self.text(surface, label, (col + 18, row), colour="dim")

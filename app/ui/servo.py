@@ -162,6 +162,7 @@ class AttemptSpec:
     loss: float | None = None
     compensator: str | None = None
     contact_feedback: bool | None = None
+    contact_mode: str | None = None
     countdown_s: float = 0.0
     guidance_authority: float = 1.0
     task: str | None = None
@@ -583,9 +584,9 @@ def _preview(trial: Any, snapshot: Any) -> None:
         values[field_["target_position_m"]] = position[0]
         values[field_["target_velocity_m_s"]] = velocity[0]
         values[field_["distance_m"]] = float(np.linalg.norm(position[0] - ee)) - trial.scenario.target.radius_m
-        # NaN: "none yet" (and the delayed link's ghost slot: "no link"; no pin, no posts)
+        # NaN: "none yet" (and the delayed link's ghost and virtual arm: "no link"; no pin, no posts)
         for name in ("reached_at_s", "first_contact_s", "captured_at_s", "sigma_ratio", "ghost_ee_position_m",
-                     "pin_m", "posts_m", "wrench_limit_n"):
+                     "virtual_ee_position_m", "pin_m", "posts_m", "wrench_limit_n"):
             if name in field_:
                 values[field_[name]] = math.nan
         for name in ("post_state_index", "post_behaviour_index"):  # no task state yet

@@ -93,8 +93,9 @@ class WindowConfig:
             drive that arm over the link in real time (``TrialRequest.arm``).
         delay_s, jitter_s, loss: the delayed link between the stylus and the arm
             (``TrialRequest``; None: the scenario's ``[delay]``).
-        compensator, contact_feedback: the delay compensator and the contact force in
-            the hand (``TrialRequest``; None: the scenario's ``[delay]`` and ``[rendering]``).
+        compensator, contact_feedback, contact_mode: the delay compensator, the contact
+            force in the hand and what it feels after the capture (``TrialRequest``; None:
+            the scenario's ``[delay]`` and ``[rendering]``).
         countdown_s: the countdown before every attempt [s] (None: :data:`COUNTDOWN_S`,
             or none for ``auto`` runs).
         experimenter: start in the experimenter's view (servo figures, base disturbance,
@@ -129,6 +130,7 @@ class WindowConfig:
     loss: float | None = None
     compensator: str | None = None
     contact_feedback: bool | None = None
+    contact_mode: str | None = None
     countdown_s: float | None = None
     experimenter: bool = False
     schedule: str | None = None
@@ -841,7 +843,8 @@ class TraineeFlow:
             trial_id=trial_id, end_on_capture=self.config.stop_after_s is None,
             arm=self.config.arm, arm_keys=self.config.arm_keys, delay_s=self.config.delay_s,
             jitter_s=self.config.jitter_s, loss=self.config.loss, compensator=self.config.compensator,
-            contact_feedback=self.config.contact_feedback, countdown_s=self.config.countdown,
+            contact_feedback=self.config.contact_feedback, contact_mode=self.config.contact_mode,
+            countdown_s=self.config.countdown,
             task=self.config.task,
             **participant_fields(self.config.device, self.trainee, self.config.participant_kind),
         )
@@ -1175,7 +1178,7 @@ class SessionFlow:
             end_on_capture=window.stop_after_s is None, arm=window.arm, arm_keys=window.arm_keys,
             delay_s=window.delay_s, jitter_s=window.jitter_s, loss=window.loss,
             compensator=window.compensator, contact_feedback=window.contact_feedback,
-            countdown_s=0.0 if self.auto_left else window.countdown, **fields_,
+            contact_mode=window.contact_mode, countdown_s=0.0 if self.auto_left else window.countdown, **fields_,
         )
         header = f"{self._position(spec)}: {spec.condition.upper()}  ({spec.participant_id})"
         return AttemptScreen(self.app, attempt, header, lambda payload: None,

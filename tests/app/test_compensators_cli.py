@@ -31,6 +31,29 @@ def test_an_attempt_hands_them_to_the_trial_request(tmp_path: Path) -> None:
     assert (request.delay_s, request.compensator, request.contact_feedback) == (0.25, "predictive", True)
 
 
+@pytest.mark.parametrize("command", [["train"], ["run"],
+                                     ["session", "paper-2019", "--participant", "P01", "--device", "mouse"]])
+def test_a_campbell_body_turns_contact_feedback_on_with_that_mode(command: list[str]) -> None:
+    from app.commands.arguments import compensator_request
+
+    args = build_parser().parse_args([*command, "--contact-feedback", "viscous"])
+    assert compensator_request(args) == {"compensator": None, "contact_feedback": True, "contact_mode": "viscous"}
+    args = build_parser().parse_args([*command, "--contact-feedback", "on"])
+    assert compensator_request(args)["contact_mode"] is None  # the scenario's [rendering] contact_mode
+    if command[0] != "run":
+        config = _config(build_parser().parse_args([*command, "--contact-feedback", "damper"]))
+        assert (config.contact_feedback, config.contact_mode) == (True, "damper")
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([*command, "--contact-feedback", "contact"])  # "on" says that
+
+
+def test_an_attempt_hands_the_contact_mode_to_the_trial_request(tmp_path: Path) -> None:
+    spec = AttemptSpec(scenario="paper-2019", condition="dg", participant="ada", seed=3, out_dir=str(tmp_path),
+                       device="mouse", contact_feedback=True, contact_mode="free-body")
+    request = _request(spec, TrialRequest, ServoOptions())
+    assert (request.contact_feedback, request.contact_mode) == (True, "free-body")
+
+
 def test_an_unknown_compensator_is_refused() -> None:
     with pytest.raises(SystemExit):
         build_parser().parse_args(["train", "--compensator", "smith"])

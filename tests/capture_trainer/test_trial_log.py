@@ -35,7 +35,8 @@ def test_a_file_written_with_format_1_keeps_loading() -> None:
     assert tuple(table.column_names) == trial_log.required_columns(metadata["n_joints"], 1)
     assert set(trial_log.LogSchema.for_model(3).names) - set(table.column_names) == {
         "contact_force_x_n", "contact_force_y_n", "contact_force_z_n", "debris_w_x_rad_s", "debris_w_y_rad_s",
-        "debris_w_z_rad_s", "contact", "captured"} | set(trial_log.POST_CAPTURE_COLUMNS)
+        "debris_w_z_rad_s", "contact", "captured"} | set(trial_log.POST_CAPTURE_COLUMNS) | set(
+        trial_log.MASTER_COLUMNS)
     times = table[trial_log.TIME].to_numpy()
     np.testing.assert_allclose(np.diff(times), 1e-3)
     assert table.schema.field(trial_log.FLAG_ENGAGED).type == pa.bool_()

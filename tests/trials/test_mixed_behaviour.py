@@ -44,6 +44,9 @@ class WallView:
         self.controller = AdmittanceController(AdmittanceGains(), DT)
         self.command_delay_s = delay_s
         self.compensator = compensator
+        self.hand_present = False
+        self.hand_force_n = np.zeros(3)
+        self.master_force_n = np.zeros(1)
         self.wall_n_m = wall_n_m
 
     def contact_gap(self, axis: np.ndarray) -> tuple[float, float, float] | None:
@@ -196,3 +199,74 @@ def test_a_massive_payload_trial_runs_the_mixed_command_after_the_capture(tmp_pa
         assert runs[0]["peak_force_n"] > 0.0  # the payload met the posts
         mse[compensator] = trial_metrics(out / "t.parquet").mse_slave_force_n2
     assert mse["predictive"] < 0.5 * mse["none"]
+
+
+def _hand_force(t_s: float) -> tuple[float, float, float]:
+    """A hand pushing along the press axis (−x), 0.1-0.5 N, with a sideways drift."""
+    return (-(0.3 + 0.2 * math.sin(2.0 * math.pi * 0.7 * t_s)), 0.05 * t_s, 0.0)
+
+
+def test_the_hands_force_reaches_the_slave_one_link_delay_later_tick_exact(tmp_path: Path) -> None:
+    """``master = "hand"``: f_m at the slave (``master_force_n``) is the hand's force on
+    the stylus along the axis (``hand_force_*``) as the delayed command path delivers it:
+    the lag read off the log is the link's 200 ms, to the tick and to the bit."""
+    from trials.behaviours.machine import TASKS
+
+    text = TASKS.get("massive-contact").read_text(encoding="utf-8")
+    task = tmp_path / "hand-press.toml"
+    press = "params = { axis = [-1.0, 0.0, 0.0],"
+    assert press in text
+    task.write_text(text.replace(press, 'params = { master = "hand", axis = [-1.0, 0.0, 0.0],'), encoding="utf-8")
+    out = tmp_path / "run"
+    trial = build_trial(TrialRequest(scenario="massive-contact-planar", condition="as", trial_id="t",
+                                     task=str(task), delay_s=0.2), out)
+    commander = trial.tick.parts.commander
+    controller_command = commander.command
+
+    def command(t_s: float, pos: np.ndarray, vel: np.ndarray, acc: np.ndarray) -> None:
+        controller_command(t_s, pos, vel, acc)
+        commander.hand_force_n[:] = _hand_force(t_s)  # the operator's side, at the command's time
+
+    commander.command = command  # type: ignore[method-assign]
+    trial.run()
+    log = read_trial_log(out / "t.parquet")
+    runs = [r for r in log.metadata["post_capture"]["results"] if r["behaviour"] == "mixed"]
+    assert log.metadata["outcome"] == "captured" and len(runs) == 1
+    assert runs[0]["details"]["master"] == "hand" and runs[0]["details"]["delay_s"] == pytest.approx(0.2)
+    table = log.table
+    t = table["t_s"].to_numpy()
+    hand = np.column_stack([table[f"hand_force_{a}_n"].to_numpy() for a in "xyz"])
+    # the operator's side as sent: the row's command time (the clock's rounding aside)
+    np.testing.assert_allclose(hand[:, 0], [_hand_force(s - DT)[0] for s in t], rtol=0.0, atol=1e-12)
+    master = table["master_force_n"].to_numpy()
+    mixed = log.metadata["post_capture"]["behaviours"].index("mixed")
+    rows = np.flatnonzero(table["behaviour_index"].to_numpy() == mixed)
+    assert rows.size > 1000 and np.all(master[rows] != 0.0)
+    along = -hand[:, 0]  # the press axis is −x
+    errors = [np.max(np.abs(master[rows] - along[rows - lag])) for lag in range(0, 400)]
+    assert int(np.argmin(errors)) == 200 and errors[200] == 0.0  # exact: the ring copies floats
+    assert min(errors[:190] + errors[210:]) > 1e-3
+
+
+def test_auto_takes_the_hand_when_one_is_measured_and_the_script_otherwise() -> None:
+    from trials.behaviours.mixed import resolve_master
+
+    auto = make_behaviour("mixed", {}, "test")
+    assert isinstance(auto, Mixed)
+    assert (resolve_master(auto, True), resolve_master(auto, False)) == ("hand", "scripted")
+    scripted = make_behaviour("mixed", {"master": "scripted"}, "test")
+    assert isinstance(scripted, Mixed) and resolve_master(scripted, True) == "scripted"
+    with pytest.raises(BehaviourError, match="master must be one of auto, hand, scripted"):
+        make_behaviour("mixed", {"master": "foot"}, "test")
+
+
+def test_with_the_hand_and_no_link_the_slave_uses_the_hands_force_at_once() -> None:
+    """Without a link f_m is this tick's hand force (no ring of the task's delay_s):
+    with a constant push the steady force is G f_m on a perfect slave and spring wall."""
+    view = WallView()
+    view.hand_present = True
+    view.hand_force_n[:] = (0.7, 0.3, 0.0)  # 0.7 N along the press axis +x
+    run, forces, _ = press({"target_force_n": 10.0, "delay_s": 0.5, "duration_s": 30.0}, view, 25.0)
+    assert run.master == "hand" and run.delay_s == 0.0
+    assert view.master_force_n[0] == 0.7
+    assert forces[-1] == pytest.approx(10.0 * 0.7, abs=1e-3)  # G f_m

@@ -41,6 +41,11 @@ class PhaseView(Protocol):
         tool_open: the tool has opened (the payload released); away_m: then the unit
             vector from the grapple fixture's centre to the end effector at the release
             (task frame); tool_gap_m: the surface gap between tool and fixture [m].
+        hand_present: the commander measures the hand's force on the stylus.
+        hand_force_n: the hand's force on the stylus [N], task frame, as it arrived on the
+            arm's side over the command path (zeros without a hand).
+        master_force_n: (1,) the master force a ``mixed`` behaviour used this tick [N]
+            (it writes it; the phase zeroes it every tick).
     """
 
     t_s: float
@@ -61,6 +66,9 @@ class PhaseView(Protocol):
     tool_open: bool
     away_m: Vec
     tool_gap_m: float
+    hand_present: bool
+    hand_force_n: Vec
+    master_force_n: Vec
 
     def open_tool(self) -> str | None:
         """Ask for the tool to open (it opens after this tick's plant step); None, or the

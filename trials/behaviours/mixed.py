@@ -24,6 +24,22 @@ axis ``a`` (task frame) with the contact force it measures, their eq. 3
   with ``approach_force_n`` until they see a contact force of ``contact_seen_n``, then
   holds ``target_force_n / G``.
 
+The master force comes from one of two places (``master``):
+
+* ``hand``: the hand's force on the stylus (task frame, the commander's
+  ``hand_force_n``), sent with the slave's command over the trial's delayed command path
+  (:class:`trials.delay.DelayedLink`, a channel of the preallocated ring): ``f_m(t − T)``
+  is its component along ``a`` as it arrived, ``T`` the link's delay (jitter and loss
+  included; no link: no delay). The ground's virtual arm is a deterministic function of
+  the ``f_m`` stream (eqs. 4-7 from the start of the press), so the arm's side computes
+  ``x_vir(t − T)`` from the ``f_m`` it received rather than receiving it: the same numbers
+  as the ground's virtual arm one delay late;
+* ``scripted``: the operator above, with the virtual arm, behind the behaviour's own
+  ring of ``T``; ``auto`` takes ``hand`` when the trial measures a hand's force (a
+  simulated participant), ``scripted`` otherwise (the controller, a device without a
+  force sensor: a Touch measures no force, so a person's ``f_m`` needs a force sensor or
+  a joystick-mode estimate, not built).
+
 Schemes: ``virtual`` (eq. 3 in full; the operator sees the virtual arm's force, at once)
 and ``direct`` (direct delayed commands: no ``K_c`` term; the operator sees the real
 ``f_s`` one delay late, so they keep pushing for ``T`` after the contact). ``auto`` takes
@@ -51,6 +67,13 @@ def resolve_scheme(behaviour: Mixed, compensator: str) -> str:
     return "virtual" if compensator == "predictive" else "direct"
 
 
+def resolve_master(behaviour: Mixed, hand_present: bool) -> str:
+    """``hand`` or ``scripted``: the behaviour's, or for ``auto`` whether a hand is measured."""
+    if behaviour.master != "auto":
+        return behaviour.master
+    return "hand" if hand_present else "scripted"
+
+
 class MixedRun(BehaviourRun):
     """Eq. 3 drives the port along the press axis (the admittance controller is bypassed:
     :attr:`drives_port`)."""
@@ -63,8 +86,13 @@ class MixedRun(BehaviourRun):
         b = behaviour
         self.dt_s = view.controller.dt_s
         self.scheme = resolve_scheme(b, view.compensator)
-        self.delay_s = view.command_delay_s if b.delay_s is None else b.delay_s
-        lag = int(round(self.delay_s / self.dt_s))
+        self.master = resolve_master(b, view.hand_present)
+        if self.master == "hand":  # the link delays f_m; the rings below are not used
+            self.delay_s = view.command_delay_s
+            lag = 0
+        else:
+            self.delay_s = view.command_delay_s if b.delay_s is None else b.delay_s
+            lag = int(round(self.delay_s / self.dt_s))
         self._axis = np.asarray(b.axis, dtype=float)
         self._x0 = view.controller.position_m.copy()
         self._v = self._v_prev = float(view.controller.velocity_m_s @ self._axis)
@@ -86,7 +114,7 @@ class MixedRun(BehaviourRun):
         self.master_force_n = self.slave_force_n = 0.0
         self._sum_f2 = 0.0
         self._ticks = 0
-        self.record.details.update(scheme=self.scheme, delay_s=self.delay_s, wall_gap_m=(
+        self.record.details.update(scheme=self.scheme, master=self.master, delay_s=self.delay_s, wall_gap_m=(
             None if wall is None else self._gap_m), target_force_n=b.target_force_n)
 
     def _operator(self, seen_n: float) -> float:
@@ -95,6 +123,18 @@ class MixedRun(BehaviourRun):
         if seen_n >= b.contact_seen_n:
             self._saw_contact = True
         return b.target_force_n / b.force_scale if self._saw_contact else b.approach_force_n
+
+    def _step_virtual(self, f_m: float) -> float:
+        """The ground's virtual arm one tick under the master force ``f_m`` [N] (eqs. 4-7,
+        the velocity servo, the model of the posts); its position ``x_vir`` [m]."""
+        b, dt = self.behaviour, self.dt_s
+        command = b.force_gain_m_s_n * (b.force_scale * f_m - self.f_vir) - b.damping * (self._v_vir - self._v_vir_prev)
+        self._v_vir_prev = self._v_vir
+        self._v_vir += (command - self._v_vir) * min(dt / b.servo_lag_s, 1.0)
+        self.x_vir += self._v_vir * dt
+        depth = self.x_vir - self._gap_m
+        self.f_vir = max(self._model_k * depth + self._model_c * self._v_vir, 0.0) if depth > 0.0 else 0.0
+        return self.x_vir
 
     def _own_exit(self, view: PhaseView) -> tuple[str, str]:
         b = self.behaviour
@@ -106,22 +146,27 @@ class MixedRun(BehaviourRun):
         measured = -float(f[0] * self._axis[0] + f[1] * self._axis[1] + f[2] * self._axis[2])
         f_s = measured if math.isfinite(measured) else 0.0
         self.slave_force_n = f_s
-        # the ground: what the operator sees, their force, the virtual arm (eqs. 4-7)
-        seen = self.f_vir if self.scheme == "virtual" else self._down_force[slot]
-        f_m = self._operator(seen)
-        self.master_force_n = f_m
         ks, g = b.force_gain_m_s_n, b.force_scale
-        command = ks * (g * f_m - self.f_vir) - b.damping * (self._v_vir - self._v_vir_prev)
-        self._v_vir_prev = self._v_vir
-        self._v_vir += (command - self._v_vir) * min(dt / b.servo_lag_s, 1.0)
-        self.x_vir += self._v_vir * dt
-        depth = self.x_vir - self._gap_m
-        self.f_vir = max(self._model_k * depth + self._model_c * self._v_vir, 0.0) if depth > 0.0 else 0.0
-        # the delay line: what leaves the ground now arrives T later (the ring's oldest slot)
-        self._up_force[slot], self._up_x[slot] = f_m, self.x_vir
-        self._down_force[slot] = f_s
-        nxt = (self._k + 1) % ring
-        f_m_late, x_vir_late = self._up_force[nxt], self._up_x[nxt]  # with T = 0 the slot just written
+        if self.master == "hand":
+            # f_m(t − T): the hand's force along the axis as the command path delivered it;
+            # the virtual arm on the same stream is x_vir(t − T)
+            h, a = view.hand_force_n, self._axis
+            along = float(h[0] * a[0] + h[1] * a[1] + h[2] * a[2])
+            f_m_late = along if math.isfinite(along) else 0.0
+            self.master_force_n = f_m_late
+            x_vir_late = self._step_virtual(f_m_late)
+        else:
+            # the ground: what the operator sees, their force, the virtual arm (eqs. 4-7)
+            seen = self.f_vir if self.scheme == "virtual" else self._down_force[slot]
+            f_m = self._operator(seen)
+            self.master_force_n = f_m
+            self._step_virtual(f_m)
+            # the delay line: what leaves the ground now arrives T later (the ring's oldest slot)
+            self._up_force[slot], self._up_x[slot] = f_m, self.x_vir
+            self._down_force[slot] = f_s
+            nxt = (self._k + 1) % ring
+            f_m_late, x_vir_late = self._up_force[nxt], self._up_x[nxt]  # with T = 0 the slot just written
+        view.master_force_n[0] = f_m_late
         # the slave: eq. 3, the velocity servo, the port command
         v_c = ks * (g * f_m_late - f_s) - b.damping * (self._v - self._v_prev)
         if self.scheme == "virtual":

@@ -72,14 +72,26 @@ class PostCapturePhase:
         command_delay_s: the trial's one-way command delay [s] (the ``mixed`` behaviour's
             master side).
         compensator: the trial's compensator name (``mixed`` with ``scheme = "auto"``).
+        hand_present: the trial's commander measures the hand's force on the stylus (a
+            simulated participant's hand); ``mixed`` with ``master = "auto"`` then takes it
+            as ``f_m``.
+
+    Attributes:
+        hand_force_n: (3,) the hand's force on the stylus [N], task frame, as it arrived
+            on the arm's side (the servo tick binds its array: the command path's).
+        master_force_n: (1,) the master force the running ``mixed`` behaviour used this
+            tick [N] (0 otherwise): the log's ``master_force_n``.
     """
 
     def __init__(self, task: TaskSpec, dt_s: float, world: BerthingWorld | None = None,
                  shoulder_m: Vec | None = None, reach_m: float = math.inf, command_delay_s: float = 0.0,
-                 compensator: str = "none") -> None:
+                 compensator: str = "none", hand_present: bool = False) -> None:
         self.task = task
         self.command_delay_s = float(command_delay_s)
         self.compensator = compensator
+        self.hand_present = bool(hand_present)
+        self.hand_force_n = np.zeros(3)
+        self.master_force_n = np.zeros(1)
         self._payload_mass_kg = math.nan
         self.world = world
         self.machine = TaskMachine(task)
@@ -212,6 +224,7 @@ class PostCapturePhase:
         if requested is not None:
             machine.interrupt(self, requested, f"the operator chose {requested!r} at {t_s:.3f} s")
             self._hold_until_s = math.inf
+        self.master_force_n[0] = 0.0
         machine.step(self)
         if not machine.running and self._hold_until_s == math.inf:
             self._hold_until_s = t_s + HOLD_AFTER_TASK_S

@@ -262,6 +262,8 @@ class Jiggle(_Behaviour):
 #: operator on the delayed real force), ``auto`` (``virtual`` under the trial's
 #: ``predictive`` compensator, ``direct`` otherwise).
 MIXED_SCHEMES: tuple[str, ...] = ("auto", "virtual", "direct")
+#: Where the ``mixed`` behaviour's master force ``f_m`` comes from.
+MIXED_MASTERS: tuple[str, ...] = ("auto", "hand", "scripted")
 
 
 @dataclass(frozen=True)
@@ -276,7 +278,12 @@ class Mixed(_Behaviour):
         contact_seen_n: the seen slave force at which the operator switches to
             ``target_force_n / G`` [N].
         scheme: one of :data:`MIXED_SCHEMES`.
-        delay_s: one-way delay of the master side [s]; None: the trial's command delay.
+        master: one of :data:`MIXED_MASTERS`: ``hand`` (the hand's force on the stylus
+            along ``axis``, over the trial's delayed command path), ``scripted`` (the
+            scripted operator below), ``auto`` (``hand`` when the trial measures a
+            hand's force, ``scripted`` otherwise).
+        delay_s: one-way delay of the scripted master side [s]; None: the trial's command
+            delay (with ``hand`` the link's delay is the delay).
         duration_s: how long it runs [s]; then ``succeeded`` if the force is within
             ``tolerance_n`` of the target, else ``timeout``.
         tolerance_n: [N].
@@ -293,6 +300,7 @@ class Mixed(_Behaviour):
     approach_force_n: float = 3.0
     contact_seen_n: float = 1.0
     scheme: str = "auto"
+    master: str = "auto"
     delay_s: float | None = None
     duration_s: float = 6.0
     tolerance_n: float = 2.0
@@ -314,6 +322,8 @@ class Mixed(_Behaviour):
         object.__setattr__(self, "axis", tuple(v / norm for v in axis))
         if self.scheme not in MIXED_SCHEMES:
             raise BehaviourError(f"{w}: scheme must be one of {', '.join(MIXED_SCHEMES)}, got {self.scheme!r}")
+        if self.master not in MIXED_MASTERS:
+            raise BehaviourError(f"{w}: master must be one of {', '.join(MIXED_MASTERS)}, got {self.master!r}")
         if self.delay_s is not None:
             object.__setattr__(self, "delay_s", check_number(w, "delay_s", self.delay_s, 0.0, 30.0))
         for name in ("target_force_n", "approach_force_n", "contact_seen_n", "duration_s", "tolerance_n",
