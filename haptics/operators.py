@@ -172,6 +172,10 @@ class HumanOperator:
         self._p[_k.P_NOISE_GAIN] = params.noise_gain
         self._p[_k.P_TOOL_MASS] = params.tool_mass_kg
         self._p[_k.P_HAS_INTENT] = 1.0 if params.has_intent else 0.0
+        self._p[_k.P_CC_RATE] = params.cocontraction_rate
+        self._p[_k.P_CC_DECAY] = params.cocontraction_decay
+        self._p[_k.P_CC_DELTA] = params.cocontraction_delta_s
+        self._p[_k.P_CC_MAX] = params.cocontraction_max
         self._vec = np.zeros((_k.N_VECTORS, 3))
         self._x_hand = self._vec[_k.V_X_HAND]
         self._x_eq = self._vec[_k.V_X_EQ]
@@ -213,6 +217,7 @@ class HumanOperator:
         s[_k.S_NOISE_I] = 0.0
         s[_k.S_ACTIVE_N] = 0.0
         s[_k.S_GRIP] = 1.0
+        s[_k.S_COCON] = 0.0
         s[_k.S_GUIDED] = 0.0
         self._vec[:] = 0.0
         self._n_percepts = 0
