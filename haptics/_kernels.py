@@ -23,13 +23,14 @@ from numba import njit
 
 # Operator scalar state.
 S_LAST_T, S_PLAN_T0, S_PLAN_T, S_GRIP, S_ACTIVE_N, S_GUIDED, S_COMPLIANCE = range(7)
-S_K, S_B, S_M, S_NOISE_I = range(7, 11)
-N_STATE = 11
+S_K, S_B, S_M, S_NOISE_I, S_COCON = range(7, 12)
+N_STATE = 12
 
 # Operator parameters used per tick.
 P_YIELD_FORCE, P_DISAGREE, P_YIELD_TAU, P_RELAXED_GRIP, P_RESIST_GAIN = range(5)
 P_NOISE_TAU, P_NOISE_CONST, P_NOISE_GAIN, P_TOOL_MASS, P_HAS_INTENT = range(5, 10)
-N_PARAMS = 10
+P_CC_RATE, P_CC_DECAY, P_CC_DELTA, P_CC_MAX = range(10, 14)
+N_PARAMS = 14
 
 # Operator vectors.
 V_X_HAND, V_X_EQ, V_WANT, V_NOISE, V_YIELD_X, V_YIELD_V, V_GOAL_X, V_GOAL_V = range(8)
@@ -110,8 +111,11 @@ def operator_drive(s, p, vec, coef, noise, t_s, x, v, f, out):  # type: ignore[n
         a_grip = 1.0
     grip = s[S_GRIP] + a_grip * (grip_target - s[S_GRIP])
     s[S_GRIP] = grip
-    slack = grip - 1.0
-    ff = grip if grip < 1.0 else 1.0
+    # Co-contraction adds to the grip: the active impedance is scaled by g = grip + c.
+    cocon = s[S_COCON]
+    g = grip + cocon
+    slack = g - 1.0
+    ff = g if g < 1.0 else 1.0
     alpha = dt / p[P_NOISE_TAU]
     if alpha > 1.0:
         alpha = 1.0
@@ -123,6 +127,8 @@ def operator_drive(s, p, vec, coef, noise, t_s, x, v, f, out):  # type: ignore[n
     has_intent = p[P_HAS_INTENT] != 0.0
     noise_i = int(s[S_NOISE_I])
     active2 = 0.0
+    delta = p[P_CC_DELTA]
+    eps2 = 0.0
     for k in range(3):
         xk = x[k]
         vk = v[k]
@@ -150,10 +156,22 @@ def operator_drive(s, p, vec, coef, noise, t_s, x, v, f, out):  # type: ignore[n
         active = k_h * (x_eq - xk) + b_h * (v_eq - vk)
         if has_intent:
             vec[V_WANT, k] = m_ff * ap + b_h * (vp - vk)
-        active2 += grip * grip * active * active
+        err = (xk - x_eq) + delta * (vk - v_eq)
+        eps2 += err * err
+        active2 += g * g * active * active
         out[k] = k_h * x_eq + b_h * v_eq + slack * active + n + ff * m_ff * ap
     s[S_NOISE_I] = noise_i
     s[S_ACTIVE_N] = math.sqrt(active2)
+    # V-shaped adaptation of co-contraction (Franklin et al. 2008), in time: it rises
+    # with the error's magnitude |ε|, ε = e + δ ė against the intended trajectory, and
+    # falls at a constant rate without error; 0 <= c <= c_max.
+    if has_intent:
+        cocon += dt * (p[P_CC_RATE] * math.sqrt(eps2) - p[P_CC_DECAY])
+        if cocon < 0.0:
+            cocon = 0.0
+        elif cocon > p[P_CC_MAX]:
+            cocon = p[P_CC_MAX]
+        s[S_COCON] = cocon
 
 
 @njit(cache=True)

@@ -13,7 +13,10 @@ guidance forces on the stylus move the hand. Sources (see docs/haptics.md):
   Novak et al. 2000; intermittent re-planning at 2-5 Hz: Craik 1947, Gawthrop et al. 2011;
 * endpoint impedance of the arm: mass 1-2 kg, stiffness 200-800 N/m, damping 5-30 N s/m
   (Mussa-Ivaldi et al. 1985, Dolan et al. 1993, Burdet et al. 2001); co-contraction raises
-  stiffness, relaxing lowers it (Burdet 2001, Franklin 2008);
+  stiffness, relaxing lowers it (Burdet 2001, Franklin 2008); co-contraction (stiffness
+  and damping together: Gomi & Osu 1998) rises with the magnitude of the hand's error
+  and decays at a constant rate without it, the V-shaped rule of Franklin et al. 2008
+  (J. Neurosci. 28:11165), applied here within the trial;
 * signal-dependent motor noise, SD proportional to the motor command: Harris & Wolpert
   1998 (Nature 394:780), van Beers et al. 2004; speed discrimination Weber fraction
   ~5-10 %: McKee 1981;
@@ -172,6 +175,10 @@ class HumanOperator:
         self._p[_k.P_NOISE_GAIN] = params.noise_gain
         self._p[_k.P_TOOL_MASS] = params.tool_mass_kg
         self._p[_k.P_HAS_INTENT] = 1.0 if params.has_intent else 0.0
+        self._p[_k.P_CC_RATE] = params.cocontraction_rate
+        self._p[_k.P_CC_DECAY] = params.cocontraction_decay
+        self._p[_k.P_CC_DELTA] = params.cocontraction_delta_s
+        self._p[_k.P_CC_MAX] = params.cocontraction_max
         self._vec = np.zeros((_k.N_VECTORS, 3))
         self._x_hand = self._vec[_k.V_X_HAND]
         self._x_eq = self._vec[_k.V_X_EQ]
@@ -213,6 +220,7 @@ class HumanOperator:
         s[_k.S_NOISE_I] = 0.0
         s[_k.S_ACTIVE_N] = 0.0
         s[_k.S_GRIP] = 1.0
+        s[_k.S_COCON] = 0.0
         s[_k.S_GUIDED] = 0.0
         self._vec[:] = 0.0
         self._n_percepts = 0
@@ -508,8 +516,12 @@ class HumanOperator:
           plan);
         * grip: relaxes toward ``relaxed_grip`` while following felt guidance, back to 1
           without it, and stiffens up to ``resist_stiffness_gain`` when pushed against
-          its will (co-contraction: Burdet et al. 2001; Franklin et al. 2008); the active
-          spring-damper is scaled by it (the device integrates the unscaled impedance);
+          its will (co-contraction: Burdet et al. 2001; Franklin et al. 2008);
+        * co-contraction ``c`` (Franklin et al. 2008's V-shaped rule, in time):
+          ``dc/dt = r |ε| − γ``, ``0 <= c <= c_max``, ``ε = (x − x_eq) + δ (v − v_eq)``
+          the hand's error against its intended trajectory; the active spring-damper is
+          scaled by ``grip + c`` (the device integrates the unscaled impedance), so
+          stiffness and damping rise together;
         * motor noise: first-order (coloured) Gaussian, SD = const + gain * |active
           force| (Harris & Wolpert 1998);
         * the passive follower rests around wherever it is, with no intent.

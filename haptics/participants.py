@@ -83,6 +83,16 @@ class ParticipantParams:
             the two); 1 = it holds firm against a fully opposing force. The same
             weight, times how far the force opposes it, stiffens its grip up to
             ``resist_stiffness_gain`` (co-contraction against a perturbation).
+        cocontraction_rate: how fast co-contraction ``c`` rises with the magnitude of the
+            hand's error against its intended trajectory (the plan, shifted by what it
+            yielded): ``dc/dt = r |ε| − γ``, ``ε = e + δ ė`` [1/(m s)] (the V-shaped
+            adaptation rule of Franklin et al. 2008, applied in time); ``c`` adds to the
+            grip, scaling stiffness and damping together.
+        cocontraction_decay: ``γ``, the constant rate at which co-contraction falls
+            without error [1/s].
+        cocontraction_delta_s: ``δ``, the weight of the velocity error in ``ε`` [s].
+        cocontraction_max: the largest co-contraction (``c``; the grip factor then is
+            at most ``grip + c``).
         resist_probability: probability per trial that the operator takes charge
             (resists the guidance: compliance 0.1, co-contracted grip).
         has_intent: False for the passive follower (no plan: hand impedance only).
@@ -132,6 +142,10 @@ class ParticipantParams:
     yield_force_n: float = 0.5
     relaxed_grip: float = 0.3
     disagree_weight: float = 1.0
+    cocontraction_rate: float = 200.0
+    cocontraction_decay: float = 0.5
+    cocontraction_delta_s: float = 0.05
+    cocontraction_max: float = 1.0
     resist_probability: float = 0.1
     has_intent: bool = True
     tool_mass_kg: float = 0.05
@@ -180,6 +194,7 @@ for _preset in (
         noise_gain=0.0,
         compliance=1.0,
         resist_probability=0.0,
+        cocontraction_rate=0.0,
         has_intent=False,
     ),
 ):
