@@ -170,12 +170,12 @@ def _verdict(win: Win, everyone: int) -> str:
 def findings(wins: Sequence[Win], condition: str = POOLED,
              metrics: Sequence[tuple[str, str, str]] = DELAY_METRICS) -> list[str]:
     """One sentence per metric for ``condition`` (default: pooled): which compensator wins
-    at which delays, then every delay's means (the winner first; ``(CIs overlap)`` when
-    its interval is not clear of the runner-up's)."""
+    at which delays, then every delay's means (the winner first; ``(CI not clear of the
+    runner-up's)`` when its 95 % interval overlaps the runner-up's or one is undefined)."""
     lines: list[str] = []
     for metric, label, better in metrics:
         cells = sorted((w for w in wins if w.metric == metric and w.condition == condition), key=lambda w: w.delay_s)
-        if not cells:
+        if not any(w.best for w in cells):  # no data at any delay (e.g. no contact feedback)
             continue
         everyone = len({name for w in wins if w.metric == metric for name in w.n}) or 1
         verdicts: dict[str, list[float]] = {}
@@ -186,7 +186,8 @@ def findings(wins: Sequence[Win], condition: str = POOLED,
         for win in cells:
             shown = [name for name in win.best] + [name for name in win.means if name not in win.best]
             numbers = ", ".join(f"{name} {_number(win.means[name])} (n={win.n[name]})" for name in shown)
-            overlap = "" if win.clear or len(win.best) != 1 or len(win.means) < 2 else " (CIs overlap)"
+            overlap = "" if win.clear or len(win.best) != 1 or len(win.means) < 2 else " (CI not clear of the " \
+                "runner-up's)"
             details.append(f"{win.delay_s:g} s: {numbers or 'no data'}{overlap}")
         lines.append(f"{label}, {better} is better: {summary}. Per delay: {'; '.join(details)}.")
     return lines
@@ -200,7 +201,7 @@ def condition_findings(wins: Sequence[Win], metrics: Sequence[tuple[str, str, st
         for metric, label, _ in metrics:
             cells = sorted((w for w in wins if w.metric == metric and w.condition == condition),
                            key=lambda w: w.delay_s)
-            if not cells:
+            if not any(w.best for w in cells):
                 continue
             everyone = len({name for w in wins if w.metric == metric for name in w.n}) or 1
             verdicts: dict[str, list[float]] = {}

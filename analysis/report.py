@@ -510,7 +510,7 @@ def _delay_section(swept: pd.DataFrame) -> str:
     parts = ["<h2>Delay study</h2>",
              "<p>Per one-way delay, the compensator with the best mean over the guidance conditions and "
              "participants (95 % confidence intervals: t for means, Wilson for the capture rate; "
-             "&ldquo;CIs overlap&rdquo;: the winner's and the runner-up's intervals overlap). The simulated "
+             "&ldquo;not clear&rdquo;: the winner's interval overlaps the runner-up's, or one is undefined). The simulated "
              "participants' results are the model's, not a finding about people.</p><ul>"]
     parts += [f"<li>{_e(line)}</li>" for line in found]
     parts.append("</ul>")
