@@ -89,7 +89,7 @@ def cell_stats(cells: pd.DataFrame, metrics: Sequence[tuple[str, str, str]] = DE
                     continue
                 values = group[metric].to_numpy(dtype=float)
                 described = describe_rate(values) if metric == "capture_rate" else describe(values)
-                rows.append({"condition": str(condition), "compensator": str(compensator), "delay_s": float(delay),
+                rows.append({"condition": str(condition), "compensator": str(compensator), "delay_s": float(str(delay)),
                              "metric": metric, "n": int(described["n"]), "mean": float(described["mean"]),
                              "ci95_low": float(described["ci95_low"]), "ci95_high": float(described["ci95_high"])})
     return pd.DataFrame(rows, columns=["condition", "compensator", "delay_s", "metric", "n", "mean", "ci95_low",
@@ -133,7 +133,7 @@ def winners(stats: pd.DataFrame, metrics: Sequence[tuple[str, str, str]] = DELAY
             means = {row.compensator: float(row.mean) for row in ranked}
             counts = {row.compensator: int(row.n) for row in ranked}
             if not ranked:
-                wins.append(Win(metric, str(condition), float(delay), (), means, counts, False))
+                wins.append(Win(metric, str(condition), float(str(delay)), (), means, counts, False))
                 continue
             top = ranked[0]
             best = tuple(row.compensator for row in ranked if _tied(float(row.mean), float(top.mean)))
@@ -144,7 +144,7 @@ def winners(stats: pd.DataFrame, metrics: Sequence[tuple[str, str, str]] = DELAY
                 bounds = (top.ci95_low, top.ci95_high, runner.ci95_low, runner.ci95_high)
                 if all(math.isfinite(b) for b in bounds):
                     clear = top.ci95_high < runner.ci95_low if sign > 0 else top.ci95_low > runner.ci95_high
-            wins.append(Win(metric, str(condition), float(delay), best, means, counts, clear))
+            wins.append(Win(metric, str(condition), float(str(delay)), best, means, counts, clear))
     return wins
 
 
@@ -237,6 +237,7 @@ def delay_figure(stats: pd.DataFrame, metric: str) -> Figure:
             error = np.nan_to_num(np.vstack([low, high]), nan=0.0)
             axes.errorbar(x, mean, yerr=error, marker="o", capsize=2, linewidth=1.2,
                           color=COMPENSATOR_COLOURS.get(compensator, "tab:gray"), label=compensator)
+        axes.set_ylim(bottom=0.0, top=1.05 if metric == "capture_rate" else None)  # every metric is >= 0
         axes.set_xticks([position[d] for d in delays], [f"{d:g}" for d in delays])
         axes.set_xlabel("one-way delay [s]")
         title = "pooled" if condition == POOLED else condition.upper()

@@ -196,7 +196,8 @@ def _check_keys(tables: dict[str, Any], data: dict[str, Any], source: str) -> di
     if seen.get(CONDITION_KEY) == "grid" and "conditions" in data:
         raise ScenarioError(f"{source}: conditions: leave it out when [grid] sweeps {CONDITION_KEY!r} (the swept "
                             "values are the study's conditions)")
-    participants = data.get("participants") if isinstance(data.get("participants"), dict) else {}
+    table = data.get("participants")
+    participants: dict[str, Any] = table if isinstance(table, dict) else {}
     people = [key for key in seen if _kind(key) == "participant"]
     if people and participants.get("kind", "simulated") != "simulated":
         raise ScenarioError(f"{source}: {seen[people[0]]}.{people[0]}: participant parameters are swept only with "

@@ -29,7 +29,7 @@ def test_the_builtin_delay_study_expands_to_delay_x_compensator_x_guidance(tmp_p
     protocol, points = prepare_sweep("delay", tmp_path / "out")
     specs = sweep_specs(protocol, points)
     participants = protocol.participants.count
-    cells = Counter()
+    cells: Counter[tuple[float, str, str, str]] = Counter()
     seeds: dict[tuple[str, str], set[int]] = {}
     for spec in specs:
         assert spec.participant_id != CONTROLLER_ID
@@ -113,7 +113,7 @@ mix = { expert = 1.0 }
 """
 
 
-def test_analyze_reports_a_tiny_real_delay_study(tmp_path: Path, capsys) -> None:
+def test_analyze_reports_a_tiny_real_delay_study(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "tiny.toml"
     path.write_text(SWEEP, encoding="utf-8")
     out = tmp_path / "out"

@@ -4,6 +4,7 @@ recovered from the calculated device force, against the slave's."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -18,8 +19,7 @@ CONTACT_SCALE = 0.02  # hand newtons per contact newton
 GUIDE_N = np.array([0.5, -0.25, 0.0])
 
 
-def _log(factory, delay_s: float, clutched: tuple[float, float] | None = None,  # type: ignore[no-untyped-def]
-         feedback: bool = True):
+def _log(factory: Any, delay_s: float, clutched: tuple[float, float] | None = None, feedback: bool = True) -> Any:
     """2 s, contact force 3 N along x on the debris from 0.5 s to 0.6 s, first contact at
     0.5 s; the hand is given guidance plus ``-s F(t - delay)``, framed as the tick does
     (``F_dev = k_f Rᵀ F_task``; zero while clutched)."""
@@ -37,7 +37,7 @@ def _log(factory, delay_s: float, clutched: tuple[float, float] | None = None,  
         clutch = (t >= clutched[0] - 1e-9) & (t < clutched[1] - 1e-9)
         calculated[clutch] = 0.0
     zeros = np.zeros((n, 3))
-    extra = {name: force[:, i] for i, name in enumerate(trial_log.CONTACT_FORCE)}
+    extra: dict[str, Any] = {name: force[:, i] for i, name in enumerate(trial_log.CONTACT_FORCE)}
     extra.update({name: calculated[:, i] for i, name in enumerate(trial_log.DEVICE_FORCE_CALCULATED)})
     extra.update({name: np.full(n, GUIDE_N[i]) for i, name in enumerate(trial_log.GUIDANCE_FORCE)})
     extra[trial_log.FLAG_CLUTCH] = clutch
@@ -50,11 +50,11 @@ def _log(factory, delay_s: float, clutched: tuple[float, float] | None = None,  
                            "rotation_task_from_device": ROTATION.tolist(), "offset_m": [0.0, 0.0, 0.0]}})
 
 
-def test_without_delay_the_hand_is_given_the_slaves_force(factory) -> None:
+def test_without_delay_the_hand_is_given_the_slaves_force(factory: Any) -> None:
     assert trial_metrics(_log(factory, 0.0)).felt_force_mse_n2 < 1e-18
 
 
-def test_a_delayed_pulse_counts_twice_where_it_is_not_and_once_clutched(factory) -> None:
+def test_a_delayed_pulse_counts_twice_where_it_is_not_and_once_clutched(factory: Any) -> None:
     """A 0.1 s pulse of 3 N delayed 0.2 s: over the 1 s window the error is the pulse where
     the slave has it and the hand does not, and again where the hand has it and the slave
     does not: (9 · 0.1 + 9 · 0.1) / 1 = 1.8 N² (to the one-sample ramps of the linear
@@ -66,5 +66,5 @@ def test_a_delayed_pulse_counts_twice_where_it_is_not_and_once_clutched(factory)
     assert abs(trial_metrics(_log(factory, 0.2, clutched=(0.65, 0.85))).felt_force_mse_n2 - 0.9) < 0.01
 
 
-def test_no_contact_feedback_no_felt_force_error(factory) -> None:
+def test_no_contact_feedback_no_felt_force_error(factory: Any) -> None:
     assert math.isnan(trial_metrics(_log(factory, 0.2, feedback=False)).felt_force_mse_n2)

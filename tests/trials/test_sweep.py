@@ -232,7 +232,8 @@ def test_a_bad_participant_condition_or_vector_is_refused_naming_the_point_and_f
         prepare_sweep(path, tmp_path / "out")
 
 
-def test_the_plan_fingerprint_holds_participant_values_so_a_changed_one_reruns(tmp_path: Path, capsys) -> None:
+def test_the_plan_fingerprint_holds_participant_values_so_a_changed_one_reruns(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Only the changed point's trial runs again (with --force); unchanged, it resumes."""
     head = HEAD.replace('conditions = ["dg", "ng"]', 'conditions = ["ng"]')
     path = tmp_path / "sweep.toml"
