@@ -43,7 +43,7 @@ POOLED = "all"
 DELAY_METRICS: tuple[tuple[str, str, str], ...] = (
     ("impact_velocity_m_s", "impact velocity [m/s]", "lower"),
     ("capture_rate", "capture rate", "higher"),
-    ("mse_slave_force_n2", "slave force MSE, Yang & Konno eq. 11 [N²]", "lower"),
+    ("mse_slave_force_n2", "slave force MSE (eq. 11) [N²]", "lower"),
     ("felt_force_mse_n2", "felt-force error MSE [N²]", "lower"),
 )
 #: Relative difference below which two means are a tie.
