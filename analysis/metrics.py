@@ -64,6 +64,17 @@ Contact physics (logs of format version 2, which carry the tool's contact force,
   A trial whose task ran their mixed command (behaviour ``mixed``) reports instead the
   time mean of ``|F|²`` of the fixtures' wrench on the payload over that behaviour's
   first run (the slave's force of their eq. 3).
+- ``felt_force_mse_n2``: how far the contact force the hand is given is from the one the
+  slave has, with contact feedback on (``[rendering] contact_feedback``; NaN without it or
+  without contact). The contact part of the force the hand is given, task frame, is
+  ``f_h = R F_calc / k_f − F_guide`` (``F_calc`` the calculated device force before the
+  device's limits, ``R``, ``k_f`` the mapping's rotation and force scale; zero while
+  clutched); divided by the contact force scale ``−s`` it is the force on the debris the
+  operator's side renders, ``F̂ = −f_h / s``: the slave's ``F`` as it arrived over the
+  delayed state path, shaped by the compensator. The metric is the time mean of
+  ``|F̂ − F|²`` over the window of ``mse_slave_force_n2`` [N²]: 0 when the hand is given
+  the slave's force as it is, equal to ``mse_slave_force_n2`` when the hand feels nothing
+  of it (a delay longer than the window), more when what it feels is out of step with it.
 - Post-capture, over ``[t_c, t_c + W]`` from the capture ``t_c``:
   ``residual_base_angular_velocity_rad_s`` and ``residual_debris_angular_velocity_rad_s``
   (norms at the window's end; once captured the debris turns with the tool link),
@@ -135,6 +146,7 @@ class TrialMetrics:
     peak_contact_force_n: float
     contact_impulse_n_s: float
     mse_slave_force_n2: float
+    felt_force_mse_n2: float
     residual_base_angular_velocity_rad_s: float
     residual_debris_angular_velocity_rad_s: float
     post_capture_attitude_drift_rad: float
@@ -188,6 +200,8 @@ METRIC_DESCRIPTIONS: dict[str, str] = {
     "contact_impulse_n_s": "norm of the contact force's time integral over the trial",
     "mse_slave_force_n2": "time mean of |contact force|^2 over the post-capture window from the first contact "
                           "(Yang & Konno eq. 11)",
+    "felt_force_mse_n2": "time mean of |contact force rendered to the hand (in slave newtons) - contact force at the "
+                         "slave|^2 over the same window (contact feedback on)",
     "residual_base_angular_velocity_rad_s": "|base angular velocity| at the end of the post-capture window",
     "residual_debris_angular_velocity_rad_s": "|debris angular velocity| at the end of the post-capture window",
     "post_capture_attitude_drift_rad": "base rotation over the post-capture window (from the capture)",
@@ -504,7 +518,7 @@ def _logs_contact(trial: Trial) -> bool:
 
 CONTACT_METRICS: tuple[str, ...] = (
     "contact_normal_speed_m_s", "contact_tangential_speed_m_s", "peak_contact_force_n", "contact_impulse_n_s",
-    "mse_slave_force_n2",
+    "mse_slave_force_n2", "felt_force_mse_n2",
     "residual_base_angular_velocity_rad_s", "residual_debris_angular_velocity_rad_s",
     "post_capture_attitude_drift_rad",
 )
@@ -523,6 +537,9 @@ def _contact_metrics(trial: Trial, time_s: NDArray[np.float64], window_s: float)
     dt = np.diff(time_s, prepend=time_s[0] - (time_s[1] - time_s[0] if len(time_s) > 1 else 0.0))
     values["contact_impulse_n_s"] = float(np.linalg.norm((force * dt[:, None]).sum(axis=0)))
     values["mse_slave_force_n2"] = _force_mse(time_s, force, float(first.get("t_s", NAN)), window_s)
+    rendered = rendered_contact_force(trial)
+    if rendered is not None:
+        values["felt_force_mse_n2"] = _force_mse(time_s, rendered - force, float(first.get("t_s", NAN)), window_s)
     mixed = _mixed_run(trial)
     if mixed is not None and all(name in trial.frame.columns for name in trial_log.WRENCH_FORCE):
         start, end = mixed
@@ -539,6 +556,26 @@ def _contact_metrics(trial: Trial, time_s: NDArray[np.float64], window_s: float)
         values["residual_base_angular_velocity_rad_s"] = float(np.linalg.norm(base_w[0]))
         values["residual_debris_angular_velocity_rad_s"] = float(np.linalg.norm(debris_w[0]))
     return values
+
+
+def rendered_contact_force(trial: Trial) -> NDArray[np.float64] | None:
+    """The contact force on the debris as the operator's side rendered it to the hand, per
+    row [N], task frame, in the slave's newtons: ``F̂ = −(R F_calc / k_f − F_guide) / s``
+    (zero while clutched); None without contact feedback or without the mapping in the
+    metadata (see the module docstring, ``felt_force_mse_n2``)."""
+    compensator = trial.metadata.get("compensator") or {}
+    mapping = (trial.metadata.get("gains") or {}).get("mapping") or {}
+    scale = float(compensator.get("contact_force_scale") or 0.0) if isinstance(compensator, dict) else 0.0
+    if not (isinstance(compensator, dict) and compensator.get("contact_feedback") and scale > 0.0
+            and math.isfinite(scale) and "rotation_task_from_device" in mapping and mapping.get("force_scale")):
+        return None
+    rotation = np.asarray(mapping["rotation_task_from_device"], dtype=float)
+    calculated = trial.vectors(trial_log.DEVICE_FORCE_CALCULATED)
+    hand = calculated @ rotation.T / float(mapping["force_scale"]) - trial.vectors(trial_log.GUIDANCE_FORCE)
+    if trial_log.FLAG_CLUTCH in trial.frame.columns:
+        hand[trial.flag(trial_log.FLAG_CLUTCH)] = 0.0
+    rendered: NDArray[np.float64] = -hand / scale
+    return rendered
 
 
 def _mixed_run(trial: Trial) -> tuple[float, float] | None:

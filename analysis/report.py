@@ -484,13 +484,39 @@ def _sweep_section(study: Study, table: pd.DataFrame) -> str:
 
     if not (Path(study.root) / SWEEP_FILE).is_file():
         return ""
+    from analysis import delay_study
+    from analysis.sweep import curve_parameters
+
     design = read_sweep_design(study.root)
     swept = sweep_table(study.root, table)
     parameters = [str(p) for p in design["parameters"]]
-    return ("<h2>Sweep</h2>"
+    html = ("<h2>Sweep</h2>"
             f"<p>{len(design['points'])} scenario variants over {_e(', '.join(parameters))}: mean per condition "
             "over each swept field (the other fields averaged over).</p>"
-            + embed_figure(sweep_figure(swept, parameters), "response curves of the sweep"))
+            + embed_figure(sweep_figure(swept, curve_parameters(swept)), "response curves of the sweep"))
+    if delay_study.is_delay_study(design):
+        html += _delay_section(swept)
+    return html
+
+
+def _delay_section(swept: pd.DataFrame) -> str:
+    """The delay study (``analysis.delay_study``): which compensator wins at which delay,
+    and one figure per metric against the delay."""
+    from analysis import delay_study
+
+    cells = delay_study.delay_table(swept)
+    stats = delay_study.cell_stats(cells)
+    found = delay_study.findings(delay_study.winners(stats))
+    parts = ["<h2>Delay study</h2>",
+             "<p>Per one-way delay, the compensator with the best mean over the guidance conditions and "
+             "participants (95 % confidence intervals: t for means, Wilson for the capture rate; "
+             "&ldquo;not clear&rdquo;: the winner's interval overlaps the runner-up's, or one is undefined). The simulated "
+             "participants' results are the model's, not a finding about people.</p><ul>"]
+    parts += [f"<li>{_e(line)}</li>" for line in found]
+    parts.append("</ul>")
+    for metric, label, _ in delay_study.DELAY_METRICS:
+        parts.append(embed_figure(delay_study.delay_figure(stats, metric), f"{label} against the delay"))
+    return "".join(parts)
 
 
 def _package_versions(study: Study) -> set[str]:

@@ -48,17 +48,46 @@ def read_sweep_design(root: str | os.PathLike[str]) -> dict[str, Any]:
     return design
 
 
+def _columns(values: dict[str, Any]) -> dict[str, Any]:
+    """A point's values as table columns: ``sweep:<field>``, a vector field as one column
+    per component, ``sweep:<field>[i]``."""
+    columns: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, list):
+            columns.update({f"sweep:{key}[{i}]": item for i, item in enumerate(value)})
+        else:
+            columns[f"sweep:{key}"] = value
+    return columns
+
+
 def sweep_table(root: str | os.PathLike[str], table: pd.DataFrame | None = None) -> pd.DataFrame:
     """The per-trial table of a sweep with one ``sweep:<field>`` column per swept field
-    (and ``capture_rate``, 1 or 0 per trial, for the response curves)."""
+    (one per component of a vector field, ``sweep:<field>[i]``; and ``capture_rate``, 1 or
+    0 per trial, for the response curves). A swept ``condition`` is the table's own
+    ``condition`` column already."""
     design = read_sweep_design(root)
     trials = load_study(root) if table is None else table
-    values = pd.DataFrame([{"scenario": p["scenario"], **{f"sweep:{k}": v for k, v in p["values"].items()}}
-                           for p in design["points"]])
+    values = pd.DataFrame([{"scenario": p["scenario"], **_columns(p["values"])} for p in design["points"]])
     table = trials.merge(values, on="scenario", how="left")
     if "captured" in table.columns and "capture_rate" not in table.columns:
         table["capture_rate"] = table["captured"].astype(float)  # the unit of a mean capture rate
     return table
+
+
+def curve_parameters(table: pd.DataFrame) -> list[str]:
+    """The swept fields the response curves show: every ``sweep:`` column that takes more
+    than one value (a vector field's varying components), without the prefix."""
+    return [column[len("sweep:"):] for column in table.columns
+            if column.startswith("sweep:") and column != "sweep:condition" and table[column].nunique() > 1]
+
+
+def _positions(values: pd.Index) -> tuple[list[float], list[str] | None]:
+    """x positions of a swept field's values: the numbers themselves, or 0, 1, 2 ... with
+    labels for text values (a compensator's name)."""
+    try:
+        return [float(v) for v in values], None
+    except (TypeError, ValueError):
+        return [float(i) for i in range(len(values))], [str(v) for v in values]
 
 
 def sweep_figure(table: pd.DataFrame, parameters: list[str]) -> Figure:
@@ -72,11 +101,16 @@ def sweep_figure(table: pd.DataFrame, parameters: list[str]) -> Figure:
             if metric not in table.columns or column not in table.columns:
                 axes.set_axis_off()
                 continue
+            order = list(pd.unique(table[column].dropna()))
+            x_all, labels = _positions(pd.Index(order))
+            where = dict(zip(order, x_all))
             for condition, group in table.groupby("condition"):
                 means = group.groupby(column)[metric].mean()
                 if means.notna().any():
-                    axes.plot(means.index.to_numpy(dtype=float), means.to_numpy(dtype=float), "o-",
+                    axes.plot([where[v] for v in means.index], means.to_numpy(dtype=float), "o-",
                               color=condition_colour(str(condition)), label=str(condition).upper())
+            if labels is not None:
+                axes.set_xticks(x_all, labels)
             axes.set_xlabel(parameter)
             axes.set_ylabel(label)
             axes.grid(True, alpha=0.3)
@@ -92,8 +126,12 @@ def write_sweep_results(root: str | os.PathLike[str]) -> tuple[Path, Path]:
     table = sweep_table(root)
     table_path = export_table(table, root / "sweep-results.parquet")  # marked: not read back as a trial
     figure_path = root / "sweep.png"
-    figure_path.write_bytes(png_bytes(sweep_figure(table, [str(p) for p in design["parameters"]])))
+    figure_path.write_bytes(png_bytes(sweep_figure(table, curve_parameters(table))))
+    from analysis import delay_study
+
+    if delay_study.is_delay_study(design):  # the delay study's figures and findings too
+        delay_study.write_delay_results(table, root)
     return table_path, figure_path
 
 
-__all__ = ["read_sweep_design", "sweep_figure", "sweep_table", "write_sweep_results"]
+__all__ = ["curve_parameters", "read_sweep_design", "sweep_figure", "sweep_table", "write_sweep_results"]

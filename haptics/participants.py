@@ -6,9 +6,10 @@ model (:mod:`haptics.operators`, where the sources of the values are cited).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+import math
+from dataclasses import asdict, dataclass, fields, replace
 
-from capture_trainer.registry import Registry
+from capture_trainer.registry import Registry, suggestion
 
 
 @dataclass(frozen=True)
@@ -206,3 +207,52 @@ PARTICIPANT_PRESETS.register(
 PARTICIPANT_PRESETS.register(
     "expert-learner", replace(PARTICIPANT_PRESETS["expert"], kind="expert-learner", learning=True,
                               prior_practice_trials=EXPERT_PRACTICE_TRIALS))
+
+
+#: Parameters that are fractions in [0, 1].
+_UNIT_FRACTIONS = frozenset({
+    "extrapolation", "forward_model_gain", "compliance", "relaxed_grip", "resist_probability", "haptic_cue_weight",
+    "guided_practice_credit", "guidance_reliance", "overlap", "disagree_weight",
+})
+#: Parameters that must be strictly positive (time constants, masses, sizes, scales).
+_POSITIVE = frozenset({
+    "hand_mass_kg", "fitts_width_m", "min_duration_s", "noise_tau_s", "yield_tau_s", "offset_learn_s",
+    "practice_scale_trials", "replan_interval_s",
+})
+#: Upper bounds beyond which the operator model would not be an operator (the percept
+#: buffer is sized by the reaction time) [the parameter's unit].
+_UPPER = {"reaction_time_s": 2.0, "aim_through": 1.0}
+#: Lower bounds other than 0.
+_LOWER = {"aim_through": -1.0}
+
+
+def parameter_names() -> tuple[str, ...]:
+    """The :class:`ParticipantParams` fields a study may set per trial (all but ``kind``
+    and ``participant_id``), in declaration order."""
+    return tuple(f.name for f in fields(ParticipantParams) if f.name not in ("kind", "participant_id"))
+
+
+def parameter_problem(name: str, value: object) -> str | None:
+    """Why ``value`` cannot be participant parameter ``name`` (None: it can).
+
+    Numbers must be finite and within the parameter's range (fractions in [0, 1], time
+    constants, masses and sizes > 0, ``reaction_time_s`` at most 2 s, ``aim_through`` in
+    [-1, 1], everything else >= 0); ``learning`` and ``has_intent`` take booleans.
+    """
+    names = parameter_names()
+    if name not in names:
+        close = suggestion(name, names)
+        hint = f" (did you mean {close!r}?)" if close else ""
+        return f"unknown participant parameter{hint}; expected one of {', '.join(names)}"
+    if isinstance(getattr(PARTICIPANT_PRESETS["novice"], name), bool):
+        return None if isinstance(value, bool) else f"expected true or false, got {value!r}"
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return f"expected a finite number, got {value!r}"
+    low = _LOWER.get(name, 0.0)
+    high = 1.0 if name in _UNIT_FRACTIONS else _UPPER.get(name, math.inf)
+    if name in _POSITIVE and not value > 0.0:
+        return f"expected a number > 0, got {value!r}"
+    if not low <= value <= high:
+        bounds = f">= {low:g}" if math.isinf(high) else f"in [{low:g}, {high:g}]"
+        return f"expected a number {bounds}, got {value!r}"
+    return None

@@ -91,6 +91,8 @@ _PROTOCOL_KEYS = (
     "schedule",
 )
 _PARTICIPANT_KEYS = ("kind", "count", "mix", "ids")
+#: The tables that make a protocol file a sweep (``trials.sweep``): its design.
+SWEEP_TABLES = ("grid", "random", "set")
 #: Most repetitions of each condition (``repetitions``, ``controller_repetitions``).
 MAX_REPETITIONS = 100
 #: Most participants (a simulated ``count`` or human ``ids``).
@@ -223,10 +225,23 @@ def load_protocol(name_or_path: str | Path) -> Protocol:
     if path is not None:
         source = reference
         data = read_toml_file(path, source)
+        _refuse_sweep(data, source)
         return _parse(data, source, _folder_of(path, source))
     source = f"<built-in {reference}>"
     data = parse_toml(builtin_protocols().get(reference).read_text(encoding="utf-8"), source)
+    _refuse_sweep(data, source)
     return _parse(data, source)
+
+
+def is_sweep(data: dict[str, Any]) -> bool:
+    """A parsed protocol file with a design table (:data:`SWEEP_TABLES`) is a sweep."""
+    return any(name in data for name in SWEEP_TABLES)
+
+
+def _refuse_sweep(data: dict[str, Any], source: str) -> None:
+    if is_sweep(data):
+        raise ScenarioError(f"{source}: a sweep (it has a [{', '.join(t for t in SWEEP_TABLES if t in data)}] "
+                            "table): run it with `capture-trainer sweep` or `capture-trainer study`")
 
 
 def _folder_of(path: Path, source: str) -> Path:
@@ -468,7 +483,7 @@ def _scenario_references(fields: _Fields, base: Path | None) -> tuple[tuple[str,
         if wrong is not None:  # the protocol's folder made it too long, or not one line
             fields.problems.add(f"scenarios[{index}]", f"{item}: expected a path that resolves to {wrong}")
             continue
-        stem = _scenario_stem(resolved)
+        stem = scenario_stem(resolved)
         if stem in stems:
             fields.fail(f"scenarios[{index}]", f"a scenario not already listed (its trials would be named "
                         f"like those of scenarios[{stems[stem]}])", item)
@@ -652,7 +667,7 @@ def plan_trials(
             participant_kind=kind,
             participant_index=index,
             repetition=repetition,
-            seed=run_seed(protocol.seed, pid, _scenario_stem(scenario), condition, repetition),
+            seed=run_seed(protocol.seed, pid, scenario_stem(scenario), condition, repetition),
             order_index=order,
             participant_params=params,
         )
@@ -701,7 +716,7 @@ def phased_trials(protocol: Protocol, pid: str, kind: str, index: int, params: d
             for trial in range(phase.trials):
                 for scenario in phase.scenarios or protocol.scenarios:
                     repetition = block * phase.trials + trial
-                    stem = _scenario_stem(scenario)
+                    stem = scenario_stem(scenario)
                     specs.append(TrialSpec(
                         trial_id=f"{pid}_{phase.name}_b{block + 1}_{stem}_{condition}_t{repetition + 1}",
                         scenario=scenario,
@@ -722,10 +737,10 @@ def phased_trials(protocol: Protocol, pid: str, kind: str, index: int, params: d
 
 
 def _trial_id(participant: str, scenario: str, condition: str, repetition: int) -> str:
-    return f"{participant}_{_scenario_stem(scenario)}_{condition}_r{repetition + 1}"
+    return f"{participant}_{scenario_stem(scenario)}_{condition}_r{repetition + 1}"
 
 
-def _scenario_stem(scenario: str) -> str:
+def scenario_stem(scenario: str) -> str:
     """A scenario reference as trial ids and run seeds name it: a ``.toml`` file's stem,
     another file's name, a built-in's name; never the folder, so that a study's trial
     ids and seeds do not depend on where its scenario files lie."""

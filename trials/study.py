@@ -158,18 +158,24 @@ def scenario_digest(reference: str) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def study_identity(protocol: Protocol, digests: dict[str, str] | None = None) -> PlanIdentity:
+def study_identity(protocol: Protocol, digests: dict[str, str] | None = None,
+                   design: dict[str, Any] | None = None) -> PlanIdentity:
     """The whole study's plan: the protocol's fields that decide what is run (not its
     description or where it was read from), its scenarios' content and the package version.
 
     Args:
         protocol: the loaded protocol.
         digests: :func:`scenario_digest` per scenario reference (computed when None).
+        design: what else decides the plan (a sweep's design points: their participant
+            parameters and conditions, ``trials.sweep``), as plain JSON data; a plain
+            study has none, and its fingerprint is what it always was.
     """
     digests = digests if digests is not None else {ref: scenario_digest(ref) for ref in all_scenarios(protocol)}
     fields = {key: value for key, value in protocol.as_dict().items() if key not in _NOT_PLAN}
     fields["scenario_content"] = [digests[ref] for ref in all_scenarios(protocol)]
     fields["package_version"] = __version__
+    if design is not None:
+        fields["design"] = design
     return PlanIdentity(json.loads(json.dumps(fields)))
 
 
@@ -283,8 +289,10 @@ class FolderPlan:
     reason: str
 
 
-def check_folder(protocol: Protocol, specs: list[TrialSpec], out_dir: str | os.PathLike[str]) -> FolderPlan:
-    """Compare a study directory with the plan of ``protocol`` (nothing is written).
+def check_folder(protocol: Protocol, specs: list[TrialSpec], out_dir: str | os.PathLike[str],
+                 design: dict[str, Any] | None = None) -> FolderPlan:
+    """Compare a study directory with the plan of ``protocol`` (nothing is written);
+    ``design`` as :func:`study_identity`'s.
 
     First the study's fingerprint against ``study.json``'s, then each complete trial file's
     against its planned trial's; trial files not in the plan count as another plan too.
@@ -296,7 +304,7 @@ def check_folder(protocol: Protocol, specs: list[TrialSpec], out_dir: str | os.P
     """
     out = Path(out_dir)
     digests = {ref: scenario_digest(ref) for ref in all_scenarios(protocol)}
-    identity = study_identity(protocol, digests)
+    identity = study_identity(protocol, digests, design)
     paths = {spec.trial_id: trial_path(out, spec) for spec in specs}
     _check_unique_files(paths)
     recorded = _read_study_file(out)
@@ -359,6 +367,8 @@ def run_study(
     warm_up: Callable[[], None] | None = None,
     executor: str = "local",
     scheduler: str | None = None,
+    specs: list[TrialSpec] | None = None,
+    design: dict[str, Any] | None = None,
 ) -> StudyResult:
     """Run (or resume) every trial of ``protocol`` into ``out_dir``.
 
@@ -382,6 +392,11 @@ def run_study(
             processes) or ``dask`` (the Dask scheduler at ``scheduler``).
         scheduler: the Dask scheduler's address with ``executor="dask"``
             (``tcp://`` on loopback, ``tls://`` anywhere; :func:`check_scheduler`).
+        specs: the planned trials, when the caller derived them from the protocol's plan
+            (a sweep: per design point its condition and participant parameters,
+            ``trials.sweep.sweep_specs``); default :func:`trials.protocol.plan_trials`.
+        design: what beside the protocol decides that plan (plain JSON data), part of
+            the study's fingerprint (:func:`study_identity`).
 
     Returns:
         Counts of planned, skipped (already complete), run, failed and replaced trials.
@@ -408,8 +423,9 @@ def run_study(
         default_warm_up = False
     validate_protocol(protocol)  # scenarios included, before anything is written
     out = Path(out_dir)
-    specs = plan_trials(protocol, participants_for(protocol))
-    folder = check_folder(protocol, specs, out)
+    if specs is None:
+        specs = plan_trials(protocol, participants_for(protocol))
+    folder = check_folder(protocol, specs, out, design)
     if folder.reason and not force:
         raise TrialError(f"{folder.reason}; use --force to replace them")
     for path in folder.replace:

@@ -93,6 +93,11 @@ def run_analyze(args: argparse.Namespace) -> int:
         behaviours = post_capture_json((trial_id, read_metadata(path)) for trial_id, path in study.paths.items())
         if behaviours is not None:  # trials that ran a task after the capture
             summary["post_capture"] = behaviours
+        from analysis import delay_study
+        from analysis.sweep import SWEEP_FILE, read_sweep_design, sweep_table
+
+        if (Path(args.dir) / SWEEP_FILE).is_file() and delay_study.is_delay_study(read_sweep_design(args.dir)):
+            summary["delay_study"] = delay_study.delay_json(sweep_table(args.dir, study.table))
         print(json.dumps(summary, allow_nan=False))
     else:
         print(report_path)

@@ -65,7 +65,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         "(trials whose plan fingerprint matches are kept). A folder holding trials of a "
         "different plan is refused unless --force.",
     )
-    study.add_argument("protocol", help="built-in protocol name (see `protocols`) or .toml path")
+    study.add_argument("protocol", help="built-in protocol name (see `protocols`) or .toml path; a sweep "
+                       "(a protocol with a [grid] or [random] table, e.g. the built-in `delay`) runs as `sweep` does")
     study.add_argument("--out", type=arguments.output_dir, required=True, help="the study folder")
     study.add_argument("--workers", type=arguments.workers, default=1,
                        help=f"parallel worker processes, 1 to {arguments.MAX_WORKERS}")
@@ -88,7 +89,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         "sweep-results.parquet (one row per trial, the swept values as columns) and sweep.png "
         "(response curves). A killed sweep resumes when run again.",
     )
-    sweep.add_argument("file", help="the sweep .toml file")
+    sweep.add_argument("file", help="the sweep .toml file, or a built-in sweep's name (see `protocols`)")
     sweep.add_argument("--out", type=arguments.output_dir, required=True, help="the sweep folder")
     sweep.add_argument("--workers", type=arguments.workers, default=1,
                        help=f"parallel worker processes, 1 to {arguments.MAX_WORKERS}")
@@ -168,6 +169,10 @@ def _executor_options(parser: argparse.ArgumentParser) -> None:
 def _study(args: argparse.Namespace) -> int:
     from trials.protocol import load_protocol
     from trials.study import StudyInterrupted, run_study, run_trial_spec
+    from trials.sweep import is_sweep_reference
+
+    if is_sweep_reference(args.protocol):  # a sweep (a built-in such as `delay`, or a file): run it as one
+        return _sweep(args)
 
     trial_function = None
     if args.arm is not None:
@@ -198,18 +203,25 @@ def _study(args: argparse.Namespace) -> int:
 
 def _sweep(args: argparse.Namespace) -> int:
     from analysis.sweep import write_sweep_results
-    from trials.study import StudyInterrupted, run_study
-    from trials.sweep import prepare_sweep
+    from trials.study import StudyInterrupted
+    from trials.sweep import prepare_sweep, run_sweep
 
+    reference = getattr(args, "file", None) or args.protocol
     if args.executor == "dask":
         from trials.study import check_scheduler
 
         check_scheduler(args.scheduler)  # before anything is written
-    protocol, points = prepare_sweep(args.file, args.out)
-    print(f"sweep {protocol.name}: {len(points)} scenario variants", file=sys.stderr)
+    if getattr(args, "arm", None) is not None:
+        raise TrialError("--arm: a sweep runs on the simulated arm; run its trials one by one with `run --arm`")
+    if hasattr(args, "delay_ms") and any(value is not None for value in {
+            **arguments.delay_request(args), **arguments.compensator_request(args)}.values()):
+        raise TrialError("--delay-ms, --jitter-ms, --loss, --compensator, --contact-feedback: a sweep sets its "
+                         "trials' fields in its design; put them in its [set] or [grid] table")
+    prepared = prepare_sweep(reference, args.out)  # every problem before the study starts
+    print(f"sweep {prepared[0].name}: {len(prepared[1])} scenario variants", file=sys.stderr)
     try:
-        result = run_study(protocol, args.out, workers=args.workers, force=args.force, executor=args.executor,
-                           scheduler=args.scheduler)
+        result, _ = run_sweep(reference, args.out, prepared, workers=args.workers, force=args.force, executor=args.executor,
+                              scheduler=args.scheduler)
     except StudyInterrupted as stop:
         return _stopped(stop, args)
     table, figure = write_sweep_results(args.out)
@@ -228,10 +240,21 @@ def _stopped(stop: StudyInterrupted, args: argparse.Namespace) -> int:
 def _protocols(args: argparse.Namespace) -> int:
     from trials.protocol import builtin_protocol_names, load_protocol
 
+    from trials.sweep import is_sweep_reference, read_sweep_file
+
     if args.name is None:
         width = max(16, *(len(name) for name in builtin_protocol_names()))
         for name in builtin_protocol_names():
-            print(f"{name:<{width}} {load_protocol(name).description}")
+            if is_sweep_reference(name):
+                data = read_sweep_file(name)[0]
+                swept = ", ".join(key for table in ("grid", "random") for key in data.get(table, {})
+                                  if key not in ("samples", "seed"))
+                print(f"{name:<{width}} {data.get('description', '')} (a sweep over {swept})")
+            else:
+                print(f"{name:<{width}} {load_protocol(name).description}")
+        return 0
+    if is_sweep_reference(args.name):
+        print(json.dumps(read_sweep_file(args.name)[0], indent=2))
         return 0
     print(json.dumps(load_protocol(args.name).as_dict(), indent=2))
     return 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -132,3 +133,126 @@ def test_analyze_draws_the_sweep_in_its_report(tmp_path: Path) -> None:
     plain = tmp_path / "plain.html"  # a plain study has no sweep section
     assert main(["analyze", str(out / "trials"), "--report", str(plain)]) == 0
     assert "<h2>Sweep</h2>" not in plain.read_text(encoding="utf-8")
+
+
+# --- participant parameters, conditions, vector ranges, [set], seeds -------------------------------------
+
+HEAD_NO_CONDITIONS = HEAD.replace('conditions = ["dg", "ng"]\n', "")
+
+
+def _specs(tmp_path: Path, text: str):  # type: ignore[no-untyped-def]
+    from trials.sweep import sweep_specs
+
+    path = tmp_path / "sweep.toml"
+    path.write_text(text, encoding="utf-8")
+    protocol, points = prepare_sweep(path, tmp_path / "out")
+    return protocol, points, sweep_specs(protocol, points)
+
+
+def test_a_participant_parameter_is_swept_over_every_participant(tmp_path: Path) -> None:
+    text = HEAD.replace("count = 1", "count = 2") + '[grid]\n"participant.reaction_time_s" = [0.15, 0.3]\n'
+    _, points, specs = _specs(tmp_path, text)
+    assert len(points) == 2 and len(specs) == 2 * 2 * 2  # points x conditions x participants
+    for spec in specs:
+        expected = 0.15 if spec.scenario.endswith("--p000.toml") else 0.3
+        assert spec.participant_params["reaction_time_s"] == expected
+        assert spec.participant_params["kind"] in ("novice", "expert")  # the sampled rest is kept
+    assert load_scenario(str(points[0].path)).as_dict() == {**load_scenario(str(points[1].path)).as_dict(),
+                                                            "name": points[0].scenario}
+
+
+def test_a_swept_condition_runs_each_point_in_its_condition_only(tmp_path: Path) -> None:
+    text = HEAD_NO_CONDITIONS + '[grid]\ncondition = ["dg", "apf", "ng"]\n"guidance.dg.k_p" = [5.0, 9.0]\n'
+    protocol, points, specs = _specs(tmp_path, text)
+    assert set(protocol.conditions) == {"dg", "apf", "ng"} and len(points) == 6
+    assert len(specs) == 6  # one participant, one condition per point
+    by_point = {p.path.name: p.values["condition"] for p in points}
+    assert sorted((Path(s.scenario).name, s.condition) for s in specs) == sorted(by_point.items())
+
+
+def test_a_random_vector_field_is_drawn_per_component(tmp_path: Path) -> None:
+    ranges = [[-0.12, -0.05], [0.01, 0.02], [0.0, 0.0]]
+    text = HEAD + f'[random]\nsamples = 5\nseed = 2\n"target.velocity_m_s" = {ranges}\n'
+    _, points, _ = _specs(tmp_path, text)
+    drawn = [p.values["target.velocity_m_s"] for p in points]
+    assert len({tuple(v) for v in drawn}) == 5
+    for vector, point in zip(drawn, points):
+        assert all(low <= value <= high for value, (low, high) in zip(vector, ranges))
+        assert np.allclose(load_scenario(str(point.path)).target.velocity_m_s, vector)
+
+
+def test_set_fields_reach_every_variant_without_being_swept(tmp_path: Path) -> None:
+    text = HEAD + ('[set]\n"capture.time_limit_s" = 2.5\n"participant.compliance" = 0.2\n'
+                   '[grid]\n"guidance.dg.k_p" = [5.0, 9.0]\n')
+    _, points, specs = _specs(tmp_path, text)
+    assert all(load_scenario(str(p.path)).capture.time_limit_s == 2.5 for p in points)
+    assert all(spec.participant_params["compliance"] == 0.2 for spec in specs)
+    design = json.loads((tmp_path / "out" / "sweep.json").read_text())
+    assert design["parameters"] == ["guidance.dg.k_p"]
+
+
+def test_common_seeds_give_every_point_the_same_seed(tmp_path: Path) -> None:
+    grid = '[grid]\n"guidance.dg.k_p" = [5.0, 9.0, 12.0]\n'
+    _, _, apart = _specs(tmp_path, HEAD + grid)
+    _, _, common = _specs(tmp_path, HEAD.replace("repetitions = 1", "repetitions = 1\ncommon_seeds = true") + grid)
+    for specs, distinct in ((apart, 6), (common, 2)):  # 3 points x 2 conditions
+        assert len({s.seed for s in specs}) == distinct
+    per_condition = {(s.condition, s.seed) for s in common}
+    assert len(per_condition) == 2  # one seed per condition, whatever the point
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (HEAD + '[grid]\n"participant.reaction_time_s" = [0.2, -1.0]\n',
+     r"point 1 \(participant.reaction_time_s=-1.0\): participant.reaction_time_s: expected a number in \[0, 2\]"),
+    (HEAD + '[grid]\n"participant.compliance" = [0.5, 1.5]\n',
+     r"point 1 .*participant.compliance: expected a number in \[0, 1\], got 1.5"),
+    (HEAD + '[grid]\n"participant.reaction_tme_s" = [0.2]\n', r"grid.participant.reaction_tme_s: unknown.*"
+                                                               r"did you mean 'reaction_time_s'"),
+    (HEAD + '[random]\nsamples = 2\n"participant.hand_mass_kg" = [-1.0, 1.0]\n',
+     r"point [01] .*participant.hand_mass_kg: expected a number > 0"),
+    (HEAD + '[set]\n"participant.learning" = 1\n[grid]\n"guidance.dg.k_p" = [5.0]\n',
+     r"set.participant.learning: expected true or false"),
+    (HEAD_NO_CONDITIONS + '[grid]\ncondition = ["dg", "dgg"]\n',
+     r"point 1 \(condition='dgg'\): condition: expected one of .* got 'dgg' \(did you mean 'dg'\?\)"),
+    (HEAD + '[grid]\ncondition = ["dg"]\n', r"conditions: leave it out when \[grid\] sweeps 'condition'"),
+    (HEAD_NO_CONDITIONS + '[random]\nsamples = 2\ncondition = ["dg", "ng"]\n', r"random.condition: .*\[grid\]"),
+    (HEAD + '[random]\nsamples = 2\n"target.velocity_m_s" = [[-0.1, -0.2], [0.0, 0.0], [0.0, 0.0]]\n',
+     r"random.target.velocity_m_s: expected .* one \[low, high\] per component"),
+    (HEAD + '[random]\nsamples = 2\n"target.velocity_m_s" = [[-0.2, -0.1], [0.0, 0.0]]\n',
+     r"point 0 .*velocity_m_s"),
+    (HEAD + '[set]\n"guidance.dg.k_p" = 5.0\n[grid]\n"guidance.dg.k_p" = [5.0]\n', r"set.guidance.dg.k_p: also in \[grid\]"),
+    (HEAD.replace('kind = "simulated"\ncount = 1', 'kind = "human"\nids = ["A"]')
+     + '[grid]\n"participant.reaction_time_s" = [0.2]\n', r"only with simulated participants"),
+])
+def test_a_bad_participant_condition_or_vector_is_refused_naming_the_point_and_field(
+        tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "sweep.toml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ScenarioError, match=message):
+        prepare_sweep(path, tmp_path / "out")
+
+
+def test_the_plan_fingerprint_holds_participant_values_so_a_changed_one_reruns(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Only the changed point's trial runs again (with --force); unchanged, it resumes."""
+    head = HEAD.replace('conditions = ["dg", "ng"]', 'conditions = ["ng"]')
+    path = tmp_path / "sweep.toml"
+    out = tmp_path / "out"
+
+    def sweep(values: str, *options: str) -> int:
+        path.write_text(head + f'[set]\n"capture.time_limit_s" = 0.3\n[grid]\n"participant.reaction_time_s" = '
+                        f'{values}\n', encoding="utf-8")
+        return main(["sweep", str(path), "--out", str(out), *options])
+
+    assert sweep("[0.2, 0.3]") == 0
+    assert "2 trials planned, 0 already done, 2 run" in capsys.readouterr().out
+    assert sweep("[0.2, 0.3]") == 0
+    assert "2 trials planned, 2 already done, 0 run" in capsys.readouterr().out
+    assert sweep("[0.2, 0.35]") == 2
+    assert "holds trials of a different plan (changed: design)" in capsys.readouterr().err
+    assert sweep("[0.2, 0.35]", "--force") == 0
+    assert "2 trials planned, 1 already done, 1 run" in capsys.readouterr().out
+    from capture_trainer.trial_log import read_metadata
+
+    params = {read_metadata(f)["participant"]["params"]["reaction_time_s"] for f in (out / "trials").glob("*.parquet")}
+    assert params == {0.2, 0.35}
