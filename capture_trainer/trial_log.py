@@ -217,6 +217,8 @@ METADATA_KEYS = {
                     "states, behaviours (the names the state_index / behaviour_index columns index), outcome "
                     "(succeeded | failed | aborted), reason, started_s, ended_s, results (one per behaviour run: "
                     "state, behaviour, result, reason, figures); null without a task",
+    "tick_path": "object (optional): fused (bool: the servo tick ran as two compiled calls around the plant, "
+                 "trials.fused), reason (what was fused, or why the tick ran stage by stage)",
     "write_error": "str, why writing the file failed (only after a failed write)",
     "rows": "int, rows in the file (written by the recorder)",
 }
