@@ -232,7 +232,7 @@ METADATA_KEYS_ADDED_IN_V2 = frozenset({"outcome", "outcome_at_s", "outcome_reaso
                                        "guidance_authority", "guidance_schedule", "compensator"})
 
 #: Metadata keys that version 3 added.
-METADATA_KEYS_ADDED_IN_V3 = frozenset({"post_capture"})
+METADATA_KEYS_ADDED_IN_V3 = frozenset({"post_capture", "tick_path"})
 
 #: Longest text (any string in the metadata, at any depth, keys included) [UTF-8 bytes].
 #: The metadata is rewritten with every flush of a running trial, so it must stay small.

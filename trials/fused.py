@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -51,8 +51,10 @@ from trials.commanders import (BIT_CAPTURED, BIT_CLUTCH, BIT_CONTACT, BIT_ENGAGE
                                BIT_REPLAN, BIT_SATURATED, BIT_SINGULAR, BIT_WATCHDOG, ControllerCommander,
                                HapticCommander)
 
-if TYPE_CHECKING:
-    from trials.tick import ServoTick, TrialParts
+#: ``trials.tick.ServoTick`` and ``trials.tick.TrialParts``: that module imports this one,
+#: so they are named here only in the docstrings (no import cycle).
+ServoTick = Any
+TrialParts = Any
 
 #: Stage names of the fused tick, for ``capture-trainer bench servo``.
 FUSED_STAGES = ("pre_plant", "plant", "post_plant")
