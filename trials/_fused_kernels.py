@@ -67,7 +67,7 @@ GO, EVENT = 0, 1
 
 
 @intrinsic
-def _at(typingctx, table, index, shape, like):
+def _at(typingctx, table, index, shape, like):  # type: ignore[no-untyped-def]
     """The array at address ``table[index]`` (a C-contiguous array of ``shape`` and of
     ``like``'s type: 0.0 for float64, 0 for int64), untracked: valid while whoever owns
     it keeps it (the table's builder does)."""
@@ -78,7 +78,7 @@ def _at(typingctx, table, index, shape, like):
     dtype = types.float64 if isinstance(like, types.Float) else types.int64
     view_type = types.Array(dtype, len(shape), "C")
 
-    def codegen(context, builder, sig, args):
+    def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
         table_type, index_type, shape_type, _ = sig.args
         ary = make_array(table_type)(context, builder, args[0])
         offset = context.cast(builder, args[1], index_type, types.intp)
@@ -99,8 +99,21 @@ def _at(typingctx, table, index, shape, like):
     return view_type(table, index, shape, like), codegen
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
+def _af(tab, index, shape):  # type: ignore[no-untyped-def]
+    """The float64 array of ``shape`` at ``tab[index]`` (:func:`_at`)."""
+    return _at(tab, index, shape, 0.0)  # type: ignore[call-arg]  # numba supplies typingctx
+
+
+@njit(cache=True, inline="always")
+def _ai(tab, index, shape):  # type: ignore[no-untyped-def]
+    """The int64 array of ``shape`` at ``tab[index]`` (:func:`_at`)."""
+    return _at(tab, index, shape, 0)  # type: ignore[call-arg]  # numba supplies typingctx
+
+
+@njit(cache=True, inline="always")
 def _v3(tab, index):  # type: ignore[no-untyped-def]
+    """The (3,) float64 array at ``tab[index]``."""
     return _at(tab, index, (3,), 0.0)  # type: ignore[call-arg]  # numba supplies typingctx
 
 
@@ -109,7 +122,7 @@ def _operator_event(tab, sc, t_s):  # type: ignore[no-untyped-def]
     """Whether ``HumanOperator.drive`` at ``t_s`` runs Python this period (a clutch, a
     release, a re-plan, a noise refill): then the whole tick runs stage by stage. The
     clutch test is ``HumanOperator._maybe_clutch``'s."""
-    s = _at(tab, A_OP_S, (hk.N_STATE,), 0.0)  # type: ignore[call-arg]
+    s = _af(tab, A_OP_S, (hk.N_STATE,))
     if s[hk.S_NOISE_I] > sc[C_NOISE_DRAWS] - 3:
         return True
     if sc[L_OP_ENGAGED] != 0.0:
@@ -117,7 +130,7 @@ def _operator_event(tab, sc, t_s):  # type: ignore[no-untyped-def]
             if not sc[L_OP_LAST_GAP] < sc[C_OP_HOLDING_GAP]:
                 x = _v3(tab, A_DEV_POS)
                 v = _v3(tab, A_DEV_VEL)
-                vec = _at(tab, A_OP_VEC, (hk.N_VECTORS, 3), 0.0)  # type: ignore[call-arg]
+                vec = _af(tab, A_OP_VEC, (hk.N_VECTORS, 3))
                 margin = sc[C_OP_MARGIN]
                 ahead = sc[C_OP_LOOKAHEAD]
                 for k in range(3):
@@ -148,14 +161,14 @@ def pre_plant(tab, sc, t_s):  # type: ignore[no-untyped-def]
         force = _v3(tab, A_SAFE_OUT)
         drive = _v3(tab, A_DEV_DRIVE)
         hand = _v3(tab, A_DEV_HAND)
-        hk.operator_drive(_at(tab, A_OP_S, (hk.N_STATE,), 0.0), _at(tab, A_OP_P, (hk.N_PARAMS,), 0.0),  # type: ignore[call-arg]
-                          _at(tab, A_OP_VEC, (hk.N_VECTORS, 3), 0.0), _at(tab, A_OP_COEF, (3, 6), 0.0),  # type: ignore[call-arg]
-                          _at(tab, A_OP_NOISE, (int(sc[C_NOISE_DRAWS]),), 0.0), t_dev, pos, vel, force, drive)  # type: ignore[call-arg]
-        hk.device_step(_at(tab, A_DEV_ZOH, (8,), 0.0), _at(tab, A_DEV_STOPS, (2, 3), 0.0), pos, vel, drive,  # type: ignore[call-arg]
+        hk.operator_drive(_af(tab, A_OP_S, (hk.N_STATE,)), _af(tab, A_OP_P, (hk.N_PARAMS,)),
+                          _af(tab, A_OP_VEC, (hk.N_VECTORS, 3)), _af(tab, A_OP_COEF, (3, 6)),
+                          _af(tab, A_OP_NOISE, (int(sc[C_NOISE_DRAWS]),)), t_dev, pos, vel, force, drive)
+        hk.device_step(_af(tab, A_DEV_ZOH, (8,)), _af(tab, A_DEV_STOPS, (2, 3)), pos, vel, drive,
                        force, hand)
         t_dev += sc[C_DEV_DT]
         sc[L_DEV_T] = t_dev
-        safety = _at(tab, A_SAFE_ST, (hk.N_SAFETY_STATE,), 0.0)  # type: ignore[call-arg]
+        safety = _af(tab, A_SAFE_ST, (hk.N_SAFETY_STATE,))
         if math.isfinite(t_dev):
             safety[hk.SF_HB] = t_dev  # the device channel's heartbeat
         dev_pos = _v3(tab, A_CMD_DEV_POS)
@@ -171,9 +184,9 @@ def pre_plant(tab, sc, t_s):  # type: ignore[no-untyped-def]
                 cmd_pos[i] = held[i]
                 cmd_vel[i] = 0.0
         else:
-            hk.map_to_task(_at(tab, A_MAP_SR, (3, 3), 0.0), _v3(tab, A_MAP_OFF), _v3(tab, A_MAP_HELD), False,  # type: ignore[call-arg]
+            hk.map_to_task(_af(tab, A_MAP_SR, (3, 3)), _v3(tab, A_MAP_OFF), _v3(tab, A_MAP_HELD), False,
                            pos, vel, cmd_pos, cmd_vel)
-        hk.map_r(_at(tab, A_MAP_R, (3, 3), 0.0), hand, sc[C_INV_FORCE_SCALE], _v3(tab, A_CMD_HAND))  # type: ignore[call-arg]
+        hk.map_r(_af(tab, A_MAP_R, (3, 3)), hand, sc[C_INV_FORCE_SCALE], _v3(tab, A_CMD_HAND))
     if sc[C_PUSHES_ARM] != 0.0 and sc[L_ATTACHED] == 0.0:  # the contact force on the tool, coming step
         ext_f = _v3(tab, A_EXT_F)
         ext_p = _v3(tab, A_EXT_P)
@@ -182,21 +195,21 @@ def pre_plant(tab, sc, t_s):  # type: ignore[no-untyped-def]
         for i in range(3):
             ext_f[i] = -on_debris[i]
             ext_p[i] = point[i]
-    status = _at(tab, A_SL_STATUS, (rk.N_STATUS,), 0.0)  # type: ignore[call-arg]
-    jac_pinv = _at(tab, A_JAC_PINV, (n, 3), 0.0)  # type: ignore[call-arg]
+    status = _af(tab, A_SL_STATUS, (rk.N_STATUS,))
+    jac_pinv = _af(tab, A_JAC_PINV, (n, 3))
     rk.controller_step(
-        _at(tab, A_Q, (n,), 0.0), _at(tab, A_QD, (n,), 0.0), _v3(tab, A_BASE_POS), _at(tab, A_BASE_QUAT, (4,), 0.0),  # type: ignore[call-arg]
+        _af(tab, A_Q, (n,)), _af(tab, A_QD, (n,)), _v3(tab, A_BASE_POS), _af(tab, A_BASE_QUAT, (4,)),
         _v3(tab, A_BASE_W), _v3(tab, A_BASE_V), 1.0, _v3(tab, A_MOMENTUM), _v3(tab, A_EXT_F), _v3(tab, A_EXT_P),
         _v3(tab, A_CMD_POS), _v3(tab, A_CMD_VEL), _v3(tab, A_CMD_ACC),
-        _at(tab, A_JOINT_XYZ, (n, 3), 0.0), _at(tab, A_JOINT_ROT, (n, 3, 3), 0.0), _at(tab, A_JOINT_AXIS, (n, 3), 0.0),  # type: ignore[call-arg]
-        _at(tab, A_LINK_MASS, (n,), 0.0), _at(tab, A_LINK_COM, (n, 3), 0.0), _at(tab, A_LINK_INERTIA, (n, 3, 3), 0.0),  # type: ignore[call-arg]
-        _v3(tab, A_EE_OFFSET), sc[C_BASE_MASS], _at(tab, A_BASE_INERTIA, (3, 3), 0.0),  # type: ignore[call-arg]
-        _at(tab, A_TASK_ROWS, (int(tab[A_TASK_ROWS + N_ADDRESSES]),), 0),  # type: ignore[call-arg]
-        _at(tab, A_REACTION_ROWS, (int(tab[A_REACTION_ROWS + N_ADDRESSES]),), 0),  # type: ignore[call-arg]
-        _at(tab, A_Q_MIN, (n,), 0.0), _at(tab, A_Q_MAX, (n,), 0.0), _at(tab, A_QD_MAX, (n,), 0.0),  # type: ignore[call-arg]
-        _at(tab, A_QDD_MAX, (n,), 0.0), _at(tab, A_SL_PARAMS, (rk.N_PARAMS,), 0.0), _at(tab, A_SL_QDD, (n,), 0.0),  # type: ignore[call-arg]
-        _at(tab, A_GOOD_Q, (n,), 0.0), _at(tab, A_GOOD_QD, (n,), 0.0), _at(tab, A_GOOD_QDD, (n,), 0.0), status,  # type: ignore[call-arg]
-        _at(tab, A_SL_DIAG, (8,), 0.0), jac_pinv, _at(tab, A_SL_ARENA, (int(tab[A_SL_ARENA + N_ADDRESSES]),), 0.0))  # type: ignore[call-arg]
+        _af(tab, A_JOINT_XYZ, (n, 3)), _af(tab, A_JOINT_ROT, (n, 3, 3)), _af(tab, A_JOINT_AXIS, (n, 3)),
+        _af(tab, A_LINK_MASS, (n,)), _af(tab, A_LINK_COM, (n, 3)), _af(tab, A_LINK_INERTIA, (n, 3, 3)),
+        _v3(tab, A_EE_OFFSET), sc[C_BASE_MASS], _af(tab, A_BASE_INERTIA, (3, 3)),
+        _ai(tab, A_TASK_ROWS, (int(tab[A_TASK_ROWS + N_ADDRESSES]),)),
+        _ai(tab, A_REACTION_ROWS, (int(tab[A_REACTION_ROWS + N_ADDRESSES]),)),
+        _af(tab, A_Q_MIN, (n,)), _af(tab, A_Q_MAX, (n,)), _af(tab, A_QD_MAX, (n,)),
+        _af(tab, A_QDD_MAX, (n,)), _af(tab, A_SL_PARAMS, (rk.N_PARAMS,)), _af(tab, A_SL_QDD, (n,)),
+        _af(tab, A_GOOD_Q, (n,)), _af(tab, A_GOOD_QD, (n,)), _af(tab, A_GOOD_QDD, (n,)), status,
+        _af(tab, A_SL_DIAG, (8,)), jac_pinv, _af(tab, A_SL_ARENA, (int(tab[A_SL_ARENA + N_ADDRESSES]),)))
     if status[rk.S_FAULT] > 0.0:  # SlaveController.step: counted, no non-finite map downstream
         sc[L_SLAVE_FAULTS] += 1.0
         for j in range(n):
@@ -230,10 +243,10 @@ def _law(tab, sc, t_s, out):  # type: ignore[no-untyped-def]
         y = 0.0
         z = 0.0
         if kind == T_DG:
-            gains = _at(tab, A_DG_GAINS, (7,), 0.0)  # type: ignore[call-arg]
+            gains = _af(tab, A_DG_GAINS, (7,))
             e0 = _v3(tab, A_DG_E0)
             de0 = _v3(tab, A_DG_DE0)
-            since = _at(tab, A_DG_SINCE, (1,), 0.0)  # type: ignore[call-arg]
+            since = _af(tab, A_DG_SINCE, (1,))
             path_kind = int(sc[base + D_KIND])
             alpha = sc[base + D_ALPHA]
             w = sc[base + D_W]
@@ -259,7 +272,7 @@ def _law(tab, sc, t_s, out):  # type: ignore[no-untyped-def]
             y = term[1]
             z = term[2]
         elif kind == T_WALLS:
-            gk.workspace_walls(_v3(tab, A_WALL_LO), _v3(tab, A_WALL_HI), _at(tab, A_WALL_BACK, (3, 3), 0.0),  # type: ignore[call-arg]
+            gk.workspace_walls(_v3(tab, A_WALL_LO), _v3(tab, A_WALL_HI), _af(tab, A_WALL_BACK, (3, 3)),
                                sc[base + 2], sc[base + 3], _v3(tab, A_CMD_DEV_POS), _v3(tab, A_CMD_DEV_VEL), term)
             x = term[0]
             y = term[1]
@@ -270,13 +283,13 @@ def _law(tab, sc, t_s, out):  # type: ignore[no-untyped-def]
             y = term[1]
             z = term[2]
         elif kind == T_JOINTS:
-            gk.joint_limit_proximity(_at(tab, A_JL_LO, (n,), 0.0), _at(tab, A_JL_HI, (n,), 0.0), sc[base + 2],  # type: ignore[call-arg]
-                                     _at(tab, A_Q, (n,), 0.0), _at(tab, A_JAC_PINV, (n, 3), 0.0), 2.0, term)  # type: ignore[call-arg]
+            gk.joint_limit_proximity(_af(tab, A_JL_LO, (n,)), _af(tab, A_JL_HI, (n,)), sc[base + 2],
+                                     _af(tab, A_Q, (n,)), _af(tab, A_JAC_PINV, (n, 3)), 2.0, term)
             x = term[0]
             y = term[1]
             z = term[2]
         elif kind == T_REACTION:
-            gk.reaction_boundary(sc[base + 2], sc[base + 3], sc[base + 4], _at(tab, A_SIGMA, (1,), 0.0)[0], ee,  # type: ignore[call-arg]
+            gk.reaction_boundary(sc[base + 2], sc[base + 3], sc[base + 4], _af(tab, A_SIGMA, (1,))[0], ee,
                                  _v3(tab, A_CMD_POS), term)
             x = term[0]
             y = term[1]
@@ -312,14 +325,14 @@ def post_plant(tab, sc, t_next, rowtab):  # type: ignore[no-untyped-def]
             for i in range(3):
                 calc[i] = 0.0
         else:
-            gk.frame_force(_at(tab, A_REN_SR, (3, 3), 0.0), guide, calc)  # type: ignore[call-arg]
-        safety = _at(tab, A_SAFE_ST, (hk.N_SAFETY_STATE,), 0.0)  # type: ignore[call-arg]
+            gk.frame_force(_af(tab, A_REN_SR, (3, 3)), guide, calc)
+        safety = _af(tab, A_SAFE_ST, (hk.N_SAFETY_STATE,))
         out = _v3(tab, A_SAFE_OUT)
-        hk.safety_filter(safety, _at(tab, A_SAFE_CFG, (hk.N_SAFETY_CONFIG,), 0.0), sc[L_DEV_T], calc, out)  # type: ignore[call-arg]
+        hk.safety_filter(safety, _af(tab, A_SAFE_CFG, (hk.N_SAFETY_CONFIG,)), sc[L_DEV_T], calc, out)
         act = _v3(tab, A_CMD_ACT)
         for i in range(3):
             act[i] = out[i]
-        r = _at(tab, A_MAP_R, (3, 3), 0.0)  # type: ignore[call-arg]
+        r = _af(tab, A_MAP_R, (3, 3))
         off = _v3(tab, A_MAP_OFF)
         inv_scale = sc[C_INV_SCALE]
         seen_tp = _v3(tab, A_SEEN_TP)
@@ -330,24 +343,24 @@ def post_plant(tab, sc, t_next, rowtab):  # type: ignore[no-untyped-def]
         hk.map_state_rt(r, _v3(tab, A_EE), _v3(tab, A_EE_V), off, inv_scale, seen_ep, seen_ev)
         cap = int(sc[C_RING_CAP])
         count = int(sc[L_OP_N_PERCEPTS])
-        hk.store_percept(_at(tab, A_OP_RING, (cap, 16), 0.0), count % cap, t_next, seen_tp, seen_tv, seen_ep,  # type: ignore[call-arg]
-                         seen_ev, _at(tab, A_OP_VEC, (hk.N_VECTORS, 3), 0.0))  # type: ignore[call-arg]
+        hk.store_percept(_af(tab, A_OP_RING, (cap, 16)), count % cap, t_next, seen_tp, seen_tv, seen_ep,
+                         seen_ev, _af(tab, A_OP_VEC, (hk.N_VECTORS, 3)))
         sc[L_OP_N_PERCEPTS] = count + 1
         bits |= BIT_ENGAGED if safety[hk.SF_ENGAGED] != 0.0 else 0
         bits |= BIT_CLUTCH if sc[L_CLUTCHED] != 0.0 else 0
         bits |= BIT_SATURATED if safety[hk.SF_SATURATED] != 0.0 else 0
         bits |= BIT_FAULT if safety[hk.SF_FAULT] != 0.0 else 0
         bits |= BIT_WATCHDOG if safety[hk.SF_WATCHDOG] != 0.0 else 0
-    _at(tab, A_TNEXT, (1,), 0.0)[0] = t_next  # type: ignore[call-arg]
-    row = _at(tab, A_ROW, (int(tab[A_ROW + N_ADDRESSES]),), 0.0)  # type: ignore[call-arg]
+    _af(tab, A_TNEXT, (1,))[0] = t_next
+    row = _af(tab, A_ROW, (int(tab[A_ROW + N_ADDRESSES]),))
     at = 0
     for p in range(rowtab.shape[0] // 2):
         size = int(rowtab[2 * p + 1])
-        part = _at(rowtab, 2 * p, (size,), 0.0)  # type: ignore[call-arg]
+        part = _af(rowtab, 2 * p, (size,))
         for i in range(size):
             row[at + i] = part[i]
         at += size
-    status = _at(tab, A_SL_STATUS, (rk.N_STATUS,), 0.0)  # type: ignore[call-arg]
+    status = _af(tab, A_SL_STATUS, (rk.N_STATUS,))
     bits |= BIT_FAULT if status[rk.S_FAULT] > 0.0 else 0
     bits |= BIT_REPLAN if replanned else 0
     bits |= BIT_SINGULAR if status[rk.S_SINGULAR] > 0.0 else 0

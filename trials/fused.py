@@ -44,6 +44,7 @@ from haptics.device import BUTTON_ENGAGE
 from haptics.mapping import WorkspaceMapping
 from haptics.operators import HumanOperator
 from haptics.simulated import SimulatedDevice
+from robot import _kernels as rk
 from robot.pybullet_arm import PyBulletArm
 from robot.slave import SlaveController
 from trials import _fused_kernels as fk
@@ -174,8 +175,9 @@ class FusedTick:
         parts = tick.parts
         self.tick = tick
         self.parts = parts
-        self.terms = _law_terms(parts.law)
-        assert not isinstance(self.terms, str)
+        terms = _law_terms(parts.law)
+        assert not isinstance(terms, str)
+        self.terms: tuple[_Term, ...] = terms
         self.haptic = type(parts.commander) is HapticCommander
         self.sc = np.zeros(fk.N_SCALARS)
         self.tab = np.zeros(2 * fk.N_ADDRESSES, dtype=np.int64)
@@ -192,7 +194,7 @@ class FusedTick:
         self.staged_ticks = 0
         self.stages = (self.pre, self.plant, self.post)
         if self.haptic:
-            device = parts.commander.device  # type: ignore[attr-defined]
+            device = parts.commander.device
             self.safety_config[:] = device.safety.pack_config()
 
     # ------------------------------------------------------------------ lift / lower
@@ -303,7 +305,7 @@ class FusedTick:
         put(fk.A_FORCE_ON_DEBRIS, reading.force_on_debris_n)
         put(fk.A_CONTACT_POINT, reading.contact_point_m)
         put(fk.A_SHOULDER, tick.guidance_state.arm_base_position_m)
-        for term in self.terms:  # type: ignore[union-attr]
+        for term in self.terms:
             law = term.law
             if isinstance(law, DynamicGuidance):
                 put(fk.A_DG_GAINS, law._gains)
@@ -373,7 +375,7 @@ class FusedTick:
             sc[fk.L_OP_N_PERCEPTS] = operator._n_percepts
             sc[fk.L_CLUTCHED] = 1.0 if mapping.clutched else 0.0
             device.safety.pack_state(self.safety_state)
-        for i, term in enumerate(self.terms):  # type: ignore[arg-type]
+        for i, term in enumerate(self.terms):
             base = fk.LAW0 + fk.TERM_SIZE * i
             sc[base] = term.kind
             sc[base + 1] = term.scale
@@ -431,17 +433,17 @@ class FusedTick:
         status = slave.status
         sv = slave._status_vec
         status.t_s = tick._t
-        status.sigma_ratio = float(sv[fk.rk.S_SIGMA_RATIO])
-        status.singular = bool(sv[fk.rk.S_SINGULAR] > 0.0)
-        status.limited = bool(sv[fk.rk.S_LIMITED] > 0.0)
-        status.residual = float(sv[fk.rk.S_RESIDUAL])
-        status.fault = bool(sv[fk.rk.S_FAULT] > 0.0)
+        status.sigma_ratio = float(sv[rk.S_SIGMA_RATIO])
+        status.singular = bool(sv[rk.S_SINGULAR] > 0.0)
+        status.limited = bool(sv[rk.S_LIMITED] > 0.0)
+        status.residual = float(sv[rk.S_RESIDUAL])
+        status.fault = bool(sv[rk.S_FAULT] > 0.0)
         slave.last_command.t_s = tick._t
         tick.guidance_state.t_s = tick._t_next_s
         replanned = bool(sc[fk.L_REPLANNED] != 0.0)
         added = int(sc[fk.L_LAW_COUNT])
         sc[fk.L_LAW_COUNT] = 0.0
-        for i, term in enumerate(self.terms):  # type: ignore[arg-type]
+        for i, term in enumerate(self.terms):
             law = term.law
             if isinstance(law, DynamicGuidance):
                 base = fk.LAW0 + fk.TERM_SIZE * i
