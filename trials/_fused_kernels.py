@@ -99,19 +99,19 @@ def _at(typingctx, table, index, shape, like):  # type: ignore[no-untyped-def]
     return view_type(table, index, shape, like), codegen
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _af(tab, index, shape):  # type: ignore[no-untyped-def]
     """The float64 array of ``shape`` at ``tab[index]`` (:func:`_at`)."""
     return _at(tab, index, shape, 0.0)  # type: ignore[call-arg]  # numba supplies typingctx
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _ai(tab, index, shape):  # type: ignore[no-untyped-def]
     """The int64 array of ``shape`` at ``tab[index]`` (:func:`_at`)."""
     return _at(tab, index, shape, 0)  # type: ignore[call-arg]  # numba supplies typingctx
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _v3(tab, index):  # type: ignore[no-untyped-def]
     """The (3,) float64 array at ``tab[index]``."""
     return _at(tab, index, (3,), 0.0)  # type: ignore[call-arg]  # numba supplies typingctx
