@@ -41,7 +41,7 @@ def add_bench(subparsers: argparse._SubParsersAction) -> None:
 
 def measure_servo(model: str, ticks: int, condition: str = "dg") -> dict[str, object]:
     """Time ``ticks`` servo ticks of ``model``'s benchmark scenario (see module doc)."""
-    from trials.fused import FUSED_STAGES
+    from trials.fused import FUSED_STAGE_CONTENTS, FUSED_STAGES
 
     reference = _measure(model, ticks, condition, staged=True)
     result = _measure(model, ticks, condition, staged=False)
@@ -52,6 +52,7 @@ def measure_servo(model: str, ticks: int, condition: str = "dg") -> dict[str, ob
     result["stages_us"] = ref_stages
     if fused:
         result["fused_stages_us"] = stages
+        result["fused_stage_contents"] = FUSED_STAGE_CONTENTS
         result["tick_to_plant_ratio"] = result["tick_us"]["median"] / stages[FUSED_STAGES[plant]]["median"]  # type: ignore[index]
     else:
         result["fused_stages_us"] = None

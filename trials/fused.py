@@ -59,6 +59,18 @@ TrialParts = Any
 
 #: Stage names of the fused tick, for ``capture-trainer bench servo``.
 FUSED_STAGES = ("pre_plant", "plant", "post_plant")
+#: What each of them contains (``bench servo``'s JSON says it).
+FUSED_STAGE_CONTENTS = {
+    "pre_plant": "one compiled call: operator drive, device step and heartbeat, mapping (stylus to task "
+                 "command, hand force to task frame), slave controller (eq. 10, eq. 6, integration); the "
+                 "automatic capture's commander in Python before it; a tick that must run Python (re-plan, "
+                 "clutch, first tick, closing step) runs whole, stage by stage, here",
+    "plant": "the PyBullet world of arm and debris body: arm.send (joint-rate motors), stepSimulation, the "
+             "arm's read-out (joint and base state, end effector, base torque), the debris' read (pose, "
+             "velocities, the penalty contact near the fixture)",
+    "post_plant": "the capture monitor (Python), then one compiled call: law and fixtures, framing, safety "
+                  "layer, what the simulated hand sees, the row and flags; recorder.append_row",
+}
 
 if (fk.BIT_ENGAGED, fk.BIT_CLUTCH, fk.BIT_SATURATED, fk.BIT_FAULT, fk.BIT_WATCHDOG, fk.BIT_REPLAN,
         fk.BIT_SINGULAR, fk.BIT_LIMITED) != (BIT_ENGAGED, BIT_CLUTCH, BIT_SATURATED, BIT_FAULT, BIT_WATCHDOG,
