@@ -17,7 +17,7 @@ from guidance.law import GuidanceLaw, StatelessLaw, Sum
 from guidance.state import GuidanceState
 from haptics.simulated import SimulatedDevice
 from trials.commanders import HapticCommander
-from trials.fused import _law_terms
+from trials.fused import TickPath, _law_terms
 from trials.runner import TrialRequest, build_trial
 
 
@@ -62,6 +62,7 @@ CASES = [
     ("paper-2019", "as", 2.5),
     ("tumbling-7dof", "dg", 1.5),
     ("tumbling-7dof", "as", 1.5),
+    ("diagonal-fast", "dg", 4.0),  # the participant clutches (indexing): press and release ticks
 ]
 
 
@@ -81,6 +82,8 @@ def test_fused_tick_writes_the_staged_log(tmp_path: Path, scenario: str, conditi
     fused = trial.tick.fused  # type: ignore[attr-defined]
     assert fused is not None and fused.fused_ticks > 0.9 * rows.shape[0]
     # the run exercised what matters: guidance forces were felt, the files agree too
+    if scenario == "diagonal-fast":
+        assert _state(trial)["clutches"] > 0
     if condition in ("dg", "apf"):
         columns = trial_log.float_columns(trial.tick.parts.arm.n_joints)  # type: ignore[attr-defined]
         guide = [columns.index(name) for name in trial_log.GUIDANCE_FORCE]
@@ -112,6 +115,11 @@ def test_parts_without_kernels_run_staged_and_say_why(tmp_path: Path) -> None:
         assert not trial.tick.path.fused
         assert trial.tick.path.reason == "a delayed link"
         assert trial.tick.fused is None
+    finally:
+        trial.finish()
+    trial = build_trial(TrialRequest(scenario="jam-planar", condition="dg", seed=1, time_limit_s=0.05), tmp_path / "task")
+    try:
+        assert trial.tick.path == TickPath(False, "the post-capture behaviours")
     finally:
         trial.finish()
 
