@@ -450,7 +450,12 @@ class ServoTick:
         return self.k < self.max_ticks
 
     def finish_outcome(self, aborted_reason: str | None = None) -> str:
-        """Decide the trial's outcome (once; ``trials.capture_event``): call when it is over."""
+        """Decide the trial's outcome (once; ``trials.capture_event``): call when it is over.
+
+        A fused tick gives the stage objects their state back first (the trial may have
+        been stopped between ticks), so the device closes from its true state."""
+        if self._fused is not None:
+            self._fused.lower()
         if self.post is not None:
             self.post.abort(aborted_reason or f"the trial ended ({self.end_reason})")
         if aborted_reason is None and self.end_reason in ("write_failed", "fault"):

@@ -137,3 +137,21 @@ class _Custom(StatelessLaw):
 def test_a_law_without_a_kernel_is_named() -> None:
     law: GuidanceLaw = Sum(_Custom())
     assert _law_terms(law) == "the law _Custom has no kernel"
+
+
+def test_a_trial_stopped_between_ticks_closes_from_the_true_state(tmp_path: Path) -> None:
+    """A user stop between two fused ticks: the device ramps down from the state the
+    kernels advanced (lowered before the outcome and the close), as on the staged path."""
+    states = []
+    for staged in (True, False):
+        request = TrialRequest(scenario="paper-2019", condition="dg", seed=2, time_limit_s=1.0)
+        trial = build_trial(request, tmp_path / str(staged), staged=staged)
+        for _ in range(400):
+            trial.tick()
+        trial.abort("stopped by the experimenter")
+        device = trial.tick.parts.commander.device
+        assert isinstance(device, SimulatedDevice)
+        states.append((device.t_s, device.safety._last_t_s, device.safety.watchdog, device.safety.force_n.tolist(),
+                       device.safety.thermal_load))
+    assert states[0] == states[1]
+    assert states[0][0] == pytest.approx(0.4) and states[0][2]  # the close tripped the ramp at 0.4 s
