@@ -4,6 +4,14 @@ Runs the complete tick (simulated device read, mapping, slave-control path with 
 IK, PyBullet step, target, guidance, rendering, safety layer, recorder append) for
 20,000 ticks after a warm-up, headless, and reports whole-tick and per-stage latency in
 microseconds (median, p99, p99.9, max) and the resident-memory growth over the run.
+
+Two runs of the same trial, back to back in one process: the tick as trials run it
+(fused when the parts allow, :mod:`trials.fused`) gives ``tick_us``, ``realtime_factor``,
+``fused_stages_us`` (pre-plant, plant, post-plant) and ``tick_to_plant_ratio`` (its tick
+median over its plant stage's median); the staged reference path gives ``stages_us``
+(the nine stages) and the ``reference`` figures. The fused plant stage is the PyBullet
+world: the joint command sent, one step, the arm's read-out and the debris' read (the
+staged path's plant and target stages, and the slave stage's ``arm.send``).
 """
 
 from __future__ import annotations
@@ -33,6 +41,37 @@ def add_bench(subparsers: argparse._SubParsersAction) -> None:
 
 def measure_servo(model: str, ticks: int, condition: str = "dg") -> dict[str, object]:
     """Time ``ticks`` servo ticks of ``model``'s benchmark scenario (see module doc)."""
+    from trials.fused import FUSED_STAGE_CONTENTS, FUSED_STAGES
+
+    reference = _measure(model, ticks, condition, staged=True)
+    result = _measure(model, ticks, condition, staged=False)
+    plant = FUSED_STAGES.index("plant")
+    fused = result["path"]["fused"]  # type: ignore[index]
+    stages = result.pop("stages")
+    ref_stages = reference.pop("stages")
+    result["stages_us"] = ref_stages
+    if fused:
+        result["fused_stages_us"] = stages
+        result["fused_stage_contents"] = FUSED_STAGE_CONTENTS
+        result["tick_to_plant_ratio"] = result["tick_us"]["median"] / stages[FUSED_STAGES[plant]]["median"]  # type: ignore[index]
+    else:
+        result["fused_stages_us"] = None
+        result["tick_to_plant_ratio"] = result["tick_us"]["median"] / ref_stages["plant"]["median"]  # type: ignore[index]
+    result["fused"] = fused
+    result["reference"] = {
+        "tick_us": reference["tick_us"],
+        "realtime_factor": reference["realtime_factor"],
+        "rss_growth_bytes": reference["rss_growth_bytes"],
+        "tick_to_plant_ratio": reference["tick_us"]["median"] / ref_stages["plant"]["median"],  # type: ignore[index]
+        "note": "the staged path (every stage in Python, calling its own kernels), same trial, run just before",
+    }
+    result["machine"] = machine()
+    return result
+
+
+def _measure(model: str, ticks: int, condition: str, staged: bool) -> dict[str, object]:
+    """One timed run; ``staged``: the reference path."""
+    from trials.fused import FUSED_STAGES
     from trials.runner import DT_S, TrialRequest, build_trial
     from trials.tick import STAGES, StageTimer
 
@@ -45,11 +84,12 @@ def measure_servo(model: str, ticks: int, condition: str = "dg") -> dict[str, ob
             time_limit_s=(ticks + WARMUP_TICKS + 10) * DT_S,
             end_on_capture=False,
         )
-        trial = build_trial(request, out)
+        trial = build_trial(request, out, staged=staged)
         tick = trial.tick
         for _ in range(WARMUP_TICKS):
             tick()
-        profile = StageTimer(ticks)
+        fused = tick.fused
+        profile = StageTimer(ticks, FUSED_STAGES if fused is not None else STAGES)
         tick.timer = profile
         gc.collect()
         rss_before = rss_bytes()
@@ -59,6 +99,7 @@ def measure_servo(model: str, ticks: int, condition: str = "dg") -> dict[str, ob
                 break
         wall = time.perf_counter() - started
         rss_after = rss_bytes()
+        staged_ticks = None if fused is None else fused.staged_ticks
         trial.finish()
     stamps = profile.stamps[: profile.count]
     stage_s = np.diff(stamps, axis=1)
@@ -67,12 +108,13 @@ def measure_servo(model: str, ticks: int, condition: str = "dg") -> dict[str, ob
         "condition": condition,
         "ticks": int(profile.count),
         "tick_us": percentiles_us(stamps[:, -1] - stamps[:, 0]),
-        "stages_us": {
-            name: percentiles_us(stage_s[:, i]) for i, name in enumerate(STAGES)
+        "stages": {
+            name: percentiles_us(stage_s[:, i]) for i, name in enumerate(profile.names)
         },
         "rss_growth_bytes": int(rss_after - rss_before),
         "realtime_factor": profile.count * DT_S / wall,
-        "machine": machine(),
+        "path": tick.path.as_dict(),
+        "staged_event_ticks": staged_ticks,
     }
 
 

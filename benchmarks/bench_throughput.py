@@ -47,7 +47,9 @@ def measure_throughput(model: str, seconds: float) -> dict[str, object]:
     once: imports, loading the compiled kernels from numba's cache, the first PyBullet
     client); then one trial of ``seconds`` is timed whole: building it, ticking it and
     writing its file. ``realtime_factor`` is that trial's; ``cold`` times the first
-    trial of a fresh process, start-up included.
+    trial of a fresh process, start-up included. The trial runs the tick as trials do
+    (fused when its parts allow: ``fused``, ``tick_path``); ``reference`` is the same trial
+    on the staged path, timed right after.
     """
     started = time.perf_counter()
     from trials.runner import TrialRequest, build_trial
@@ -64,9 +66,16 @@ def measure_throughput(model: str, seconds: float) -> dict[str, object]:
         begun = time.perf_counter()
         trial = build_trial(request(seconds), out)
         built = time.perf_counter()
+        path = trial.tick.path
         summary = trial.run()
         wall = time.perf_counter() - begun
+        reference_begun = time.perf_counter()
+        reference_trial = build_trial(request(seconds), Path(out) / "reference", staged=True)
+        reference_built = time.perf_counter()
+        reference_summary = reference_trial.run()
+        reference_wall = time.perf_counter() - reference_begun
     build_s = built - begun
+    reference_loop_s = reference_wall - (reference_built - reference_begun)
     return {
         "model": model,
         "sim_seconds": summary["sim_s"],
@@ -75,6 +84,14 @@ def measure_throughput(model: str, seconds: float) -> dict[str, object]:
         "build_seconds": build_s,
         "loop_realtime_factor": summary["sim_s"] / (wall - build_s),
         "tick_us_mean": 1e6 * (wall - build_s) / summary["ticks"],
+        "fused": path.fused,
+        "tick_path": path.as_dict(),
+        "reference": {
+            "realtime_factor": reference_summary["sim_s"] / reference_wall,
+            "loop_realtime_factor": reference_summary["sim_s"] / reference_loop_s,
+            "tick_us_mean": 1e6 * reference_loop_s / reference_summary["ticks"],
+            "note": "the same trial on the staged path (every stage in Python), timed right after",
+        },
         "cold": {
             "start_up_seconds": start_up_s,
             "note": "imports, kernel cache load and a first trial of "

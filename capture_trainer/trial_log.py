@@ -232,6 +232,8 @@ METADATA_KEYS = {
                     "state, behaviour, result, reason, figures), release (the tool opened again: t_s, state, the "
                     "debris' centre_m, velocity_m_s, angular_velocity_rad_s, fixture_m, ee and base state, the "
                     "momentum-keeping correction; null or absent while it never did); null without a task",
+    "tick_path": "object (optional): fused (bool: the servo tick ran as two compiled calls around the plant, "
+                 "trials.fused), reason (what was fused, or why the tick ran stage by stage)",
     "write_error": "str, why writing the file failed (only after a failed write)",
     "rows": "int, rows in the file (written by the recorder)",
 }
@@ -245,7 +247,7 @@ METADATA_KEYS_ADDED_IN_V2 = frozenset({"outcome", "outcome_at_s", "outcome_reaso
                                        "guidance_authority", "guidance_schedule", "compensator"})
 
 #: Metadata keys that version 3 added.
-METADATA_KEYS_ADDED_IN_V3 = frozenset({"post_capture"})
+METADATA_KEYS_ADDED_IN_V3 = frozenset({"post_capture", "tick_path"})
 
 #: Longest text (any string in the metadata, at any depth, keys included) [UTF-8 bytes].
 #: The metadata is rewritten with every flush of a running trial, so it must stay small.

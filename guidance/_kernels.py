@@ -231,3 +231,40 @@ def joint_limit_proximity(lower_wall, upper_wall, stiffness, q, jacobian_pinv, t
     out[0] = fx
     out[1] = fy
     out[2] = fz
+
+
+@njit(cache=True)
+def potential_field(k_n_m, saturation_m, xe, xt, out):  # type: ignore[no-untyped-def]
+    """``PotentialField.force`` without obstacles: ``k (x_t − x_e)``, its magnitude capped
+    at ``k d_sat`` beyond ``saturation_m`` (NaN: no cap), into ``out`` [N], task frame."""
+    dx = xt[0] - xe[0]
+    dy = xt[1] - xe[1]
+    dz = xt[2] - xe[2]
+    gain = k_n_m
+    if saturation_m == saturation_m:
+        d = math.sqrt(dx * dx + dy * dy + dz * dz)
+        if d > saturation_m:
+            gain *= saturation_m / d
+    out[0] = gain * dx
+    out[1] = gain * dy
+    out[2] = gain * dz
+
+
+@njit(cache=True)
+def reaction_boundary(stiffness, margin, threshold, sigma, xe, x_cmd, out):  # type: ignore[no-untyped-def]
+    """``ReactionBoundary.force``: ``−k w (x_cmd − x_e)`` with the weight ``w`` of the
+    gauge ``sigma`` (``ReactionBoundary.weight``), into ``out`` [N], task frame."""
+    if sigma >= margin:
+        w = 0.0
+    elif sigma <= threshold:
+        w = 1.0
+    else:
+        w = (margin - sigma) / (margin - threshold)
+    if w == 0.0:
+        out[0] = 0.0
+        out[1] = 0.0
+        out[2] = 0.0
+        return
+    gain = stiffness * w
+    for i in range(3):
+        out[i] = (xe[i] - x_cmd[i]) * gain

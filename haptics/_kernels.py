@@ -292,3 +292,251 @@ def map_r(r, vec, gain, out):  # type: ignore[no-untyped-def]
     out[0] = gain * (r[0, 0] * x + r[0, 1] * y + r[0, 2] * z)
     out[1] = gain * (r[1, 0] * x + r[1, 1] * y + r[1, 2] * z)
     out[2] = gain * (r[2, 0] * x + r[2, 1] * y + r[2, 2] * z)
+
+
+# ----------------------------------------------------------------- the safety layer
+# ``haptics.safety.SafetyLayer.filter`` in one compiled call, for the fused servo tick
+# (``trials.fused``). The layer's Python attributes are packed into a state vector by
+# ``SafetyLayer.pack_state`` and unpacked by ``SafetyLayer.unpack_state``; its tuning into
+# a constant vector by ``SafetyLayer.pack_config``.
+
+# Safety state vector.
+SF_HB = 0  # MAX_CHANNELS heartbeat times [s]
+SF_LAST_T, SF_ENERGY, SF_ENGAGED, SF_GAIN, SF_SATURATED, SF_RATE_LIMITED = range(8, 14)
+SF_FAULT, SF_WATCHDOG, SF_WD_T0, SF_WD_FX, SF_WD_FY, SF_WD_FZ, SF_OK_SINCE, SF_N_CHANNELS = range(14, 22)
+N_SAFETY_STATE = 22
+
+# Safety constants.
+SC_PERIOD, SC_MAX_GAP, SC_STALE, SC_RECOVER, SC_WD_RAMP, SC_RAMP_IN, SC_RAMP_OUT = range(7)
+SC_THERMAL_TAU, SC_DERATE_START, SC_PEAK, SC_CONT, SC_LIMIT, SC_AXIS, SC_RATE = range(7, 14)
+N_SAFETY_CONFIG = 14
+
+_T27 = 134217729.0  # 2^27 + 1: Veltkamp's split
+_SMALLEST_NORMAL = 2.2250738585072014e-308
+
+
+@njit(cache=True)
+def hypot3(x, y, z):  # type: ignore[no-untyped-def]
+    """``math.hypot(x, y, z)`` of CPython 3.10/3.11 (``vector_norm``: scaled, with an
+    error-free split of the squares and a final differential correction), to the bit."""
+    ax = abs(x)
+    ay = abs(y)
+    az = abs(z)
+    found_nan = x != x or y != y or z != z
+    big = ax
+    if ay > big:
+        big = ay
+    if az > big:
+        big = az
+    if big == math.inf:
+        return big
+    if found_nan:
+        return math.nan
+    if big == 0.0:
+        return big
+    _, max_e = math.frexp(big)
+    if max_e < -1023:
+        csum = 1.0
+        frac1 = 0.0
+        for v in (x, y, z):
+            q = v / big
+            q = q * q
+            old = csum
+            csum += q
+            frac1 += (old - csum) + q
+        return big * math.sqrt(csum - 1.0 + frac1)
+    scale = math.ldexp(1.0, -max_e)
+    csum = 1.0
+    frac1 = 0.0
+    frac2 = 0.0
+    frac3 = 0.0
+    for v in (x, y, z):
+        q = v * scale
+        t = q * _T27
+        hi = t - (t - q)
+        lo = q - hi
+        q = hi * hi
+        old = csum
+        csum += q
+        frac1 += (old - csum) + q
+        q = 2.0 * hi * lo
+        old = csum
+        csum += q
+        frac2 += (old - csum) + q
+        frac3 += lo * lo
+    h = math.sqrt(csum - 1.0 + (frac1 + frac2 + frac3))
+    q = h
+    t = q * _T27
+    hi = t - (t - q)
+    lo = q - hi
+    q = -hi * hi
+    old = csum
+    csum += q
+    frac1 += (old - csum) + q
+    q = -2.0 * hi * lo
+    old = csum
+    csum += q
+    frac2 += (old - csum) + q
+    q = -lo * lo
+    old = csum
+    csum += q
+    frac3 += (old - csum) + q
+    q = csum - 1.0 + (frac1 + frac2 + frac3)
+    return (h + q / (2.0 * h)) / scale
+
+
+@njit(cache=True)
+def _safety_stale(st, cfg, t_s):  # type: ignore[no-untyped-def]
+    timeout = cfg[SC_STALE]
+    for ch in range(int(st[SF_N_CHANNELS])):
+        if t_s - st[SF_HB + ch] > timeout:
+            return True
+    return False
+
+
+@njit(cache=True)
+def _safety_watchdog_output(st, cfg, t_s, out):  # type: ignore[no-untyped-def]
+    k = 1.0 - (t_s - st[SF_WD_T0]) / cfg[SC_WD_RAMP]
+    if k <= 0.0:
+        k = 0.0
+    elif k > 1.0:
+        k = 1.0
+    out[0] = k * st[SF_WD_FX]
+    out[1] = k * st[SF_WD_FY]
+    out[2] = k * st[SF_WD_FZ]
+
+
+@njit(cache=True)
+def safety_filter(st, cfg, t_s, force, out):  # type: ignore[no-untyped-def]
+    """``SafetyLayer.filter(t_s, force)`` (see that method and the module docstring of
+    :mod:`haptics.safety`): the same operations in the same order, on the packed state
+    ``st`` and constants ``cfg``; the actuated force into ``out`` (the layer's buffer)."""
+    x = force[0]
+    y = force[1]
+    z = force[2]
+    fault = not (math.isfinite(x) and math.isfinite(y) and math.isfinite(z))
+    if not math.isfinite(t_s):
+        fault = True
+        last = st[SF_LAST_T]
+        t_s = 0.0 if last != last else last + cfg[SC_PERIOD]
+    if fault:
+        x = 0.0
+        y = 0.0
+        z = 0.0
+    st[SF_FAULT] = 1.0 if fault else 0.0
+    last = st[SF_LAST_T]
+    dt = cfg[SC_PERIOD] if last != last else t_s - last
+    if dt < 0.0:
+        dt = 0.0
+    watchdog = st[SF_WATCHDOG] != 0.0
+    # 5. watchdog
+    if dt > cfg[SC_MAX_GAP] or _safety_stale(st, cfg, t_s):
+        if not watchdog:
+            watchdog = True
+            st[SF_WATCHDOG] = 1.0
+            st[SF_WD_T0] = t_s
+            st[SF_WD_FX] = out[0]
+            st[SF_WD_FY] = out[1]
+            st[SF_WD_FZ] = out[2]
+        st[SF_OK_SINCE] = math.nan
+    elif watchdog:
+        if st[SF_OK_SINCE] != st[SF_OK_SINCE]:
+            st[SF_OK_SINCE] = t_s
+        if t_s - st[SF_OK_SINCE] >= cfg[SC_RECOVER]:
+            watchdog = False
+            st[SF_WATCHDOG] = 0.0
+            st[SF_GAIN] = 0.0
+    if watchdog:
+        _safety_watchdog_output(st, cfg, t_s, out)
+        st[SF_SATURATED] = 0.0
+        st[SF_RATE_LIMITED] = 0.0
+        # the energy update of SafetyLayer._energy_update
+        last = st[SF_LAST_T]
+        dte = cfg[SC_PERIOD] if last != last else t_s - last
+        if dte > 0.0:
+            a = dte / cfg[SC_THERMAL_TAU]
+            if a > 1.0:
+                a = 1.0
+            fx = out[0]
+            fy = out[1]
+            fz = out[2]
+            f2 = fx * fx + fy * fy + fz * fz
+            st[SF_ENERGY] += a * (f2 - st[SF_ENERGY])
+        st[SF_LAST_T] = t_s
+        return
+    # 2. engage ramp
+    gain = st[SF_GAIN]
+    if st[SF_ENGAGED] != 0.0:
+        gain = 1.0 if cfg[SC_RAMP_IN] == 0.0 else gain + dt / cfg[SC_RAMP_IN]
+        if gain > 1.0:
+            gain = 1.0
+    else:
+        gain -= dt / cfg[SC_RAMP_OUT]
+        if gain < 0.0:
+            gain = 0.0
+    st[SF_GAIN] = gain
+    if gain != 1.0:
+        x *= gain
+        y *= gain
+        z *= gain
+    # 3. saturation and the thermally derated peak (SafetyLayer._norm_limit)
+    cont = cfg[SC_CONT]
+    cont2 = cont * cont
+    theta = cfg[SC_DERATE_START]
+    head = (cont2 - st[SF_ENERGY]) / ((1.0 - theta) * cont2)
+    if head >= 1.0:
+        peak = cfg[SC_PEAK]
+    elif head <= 0.0:
+        peak = cont
+    else:
+        peak = cont + (cfg[SC_PEAK] - cont) * head
+    clamped = False
+    lim = cfg[SC_LIMIT]
+    if cfg[SC_AXIS] != 0.0:
+        if x > lim or x < -lim or y > lim or y < -lim or z > lim or z < -lim:
+            clamped = True
+            x = lim if x > lim else (-lim if x < -lim else x)
+            y = lim if y > lim else (-lim if y < -lim else y)
+            z = lim if z > lim else (-lim if z < -lim else z)
+    elif lim < peak:
+        peak = lim
+    norm = hypot3(x, y, z)
+    if norm > peak:
+        clamped = True
+        k = peak / norm
+        if k < _SMALLEST_NORMAL:  # clamp_norm3 on a huge vector (finite here)
+            x = x / norm * peak
+            y = y / norm * peak
+            z = z / norm * peak
+        else:
+            x *= k
+            y *= k
+            z *= k
+    # 4. rate limit
+    px = out[0]
+    py = out[1]
+    pz = out[2]
+    dx = x - px
+    dy = y - py
+    dz = z - pz
+    max_step = cfg[SC_RATE] * dt
+    step = math.sqrt(dx * dx + dy * dy + dz * dz)
+    if step <= max_step:
+        rate_limited = False
+    else:
+        rate_limited = True
+        k = max_step / step
+        x = px + dx * k
+        y = py + dy * k
+        z = pz + dz * k
+    st[SF_RATE_LIMITED] = 1.0 if rate_limited else 0.0
+    st[SF_SATURATED] = 1.0 if (clamped or rate_limited) else 0.0
+    out[0] = x
+    out[1] = y
+    out[2] = z
+    if dt > 0.0:
+        a = dt / cfg[SC_THERMAL_TAU]
+        if a > 1.0:
+            a = 1.0
+        st[SF_ENERGY] += a * ((x * x + y * y + z * z) - st[SF_ENERGY])
+    st[SF_LAST_T] = t_s

@@ -67,6 +67,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 from numpy.typing import NDArray
 
+from haptics import _kernels as _k
 from haptics.spec import DeviceSpec
 
 #: Most heartbeat channels a layer can watch (device reading, arm state, ...).
@@ -401,6 +402,61 @@ class SafetyLayer:
         if head <= 0.0:
             return self._cont
         return self._cont + (self._peak - self._cont) * head
+
+    # -- the compiled form (haptics._kernels.safety_filter, for the fused servo tick) ----
+
+    def pack_config(self) -> NDArray[np.float64]:
+        """The layer's constants as ``haptics._kernels.safety_filter`` takes them (``SC_*``)."""
+        cfg = self.config
+        out = np.zeros(_k.N_SAFETY_CONFIG)
+        out[_k.SC_PERIOD] = self._period
+        out[_k.SC_MAX_GAP] = cfg.max_tick_gap_s
+        out[_k.SC_STALE] = cfg.stale_timeout_s
+        out[_k.SC_RECOVER] = cfg.recover_s
+        out[_k.SC_WD_RAMP] = cfg.watchdog_ramp_s
+        out[_k.SC_RAMP_IN] = cfg.ramp_in_s
+        out[_k.SC_RAMP_OUT] = cfg.ramp_out_s
+        out[_k.SC_THERMAL_TAU] = cfg.thermal_tau_s
+        out[_k.SC_DERATE_START] = cfg.thermal_derate_start
+        out[_k.SC_PEAK] = self._peak
+        out[_k.SC_CONT] = self._cont
+        out[_k.SC_LIMIT] = self._limit
+        out[_k.SC_AXIS] = 1.0 if self._axis else 0.0
+        out[_k.SC_RATE] = self._rate
+        return out
+
+    def pack_state(self, st: NDArray[np.float64]) -> None:
+        """Write the layer's state into ``st`` (``haptics._kernels.SF_*``); the output force
+        stays in :attr:`force_n`, which the compiled filter writes like :meth:`filter`."""
+        st[_k.SF_HB:_k.SF_HB + MAX_CHANNELS] = self._hb_t_s
+        st[_k.SF_LAST_T] = self._last_t_s
+        st[_k.SF_ENERGY] = self._energy_n2
+        st[_k.SF_ENGAGED] = self.engaged
+        st[_k.SF_GAIN] = self.engage_gain
+        st[_k.SF_SATURATED] = self.saturated
+        st[_k.SF_RATE_LIMITED] = self.rate_limited
+        st[_k.SF_FAULT] = self.fault
+        st[_k.SF_WATCHDOG] = self.watchdog
+        st[_k.SF_WD_T0] = self._wd_t0_s
+        st[_k.SF_WD_FX:_k.SF_WD_FZ + 1] = (self._wd_fx, self._wd_fy, self._wd_fz)
+        st[_k.SF_OK_SINCE] = self._ok_since_s
+        st[_k.SF_N_CHANNELS] = self._n_channels
+
+    def unpack_state(self, st: NDArray[np.float64]) -> None:
+        """Take the state back from ``st`` after compiled filtering (:meth:`pack_state`)."""
+        values = st.tolist()
+        self._hb_t_s[:] = values[_k.SF_HB:_k.SF_HB + MAX_CHANNELS]
+        self._last_t_s = values[_k.SF_LAST_T]
+        self._energy_n2 = values[_k.SF_ENERGY]
+        self.engaged = values[_k.SF_ENGAGED] != 0.0
+        self.engage_gain = values[_k.SF_GAIN]
+        self.saturated = values[_k.SF_SATURATED] != 0.0
+        self.rate_limited = values[_k.SF_RATE_LIMITED] != 0.0
+        self.fault = values[_k.SF_FAULT] != 0.0
+        self.watchdog = values[_k.SF_WATCHDOG] != 0.0
+        self._wd_t0_s = values[_k.SF_WD_T0]
+        self._wd_fx, self._wd_fy, self._wd_fz = values[_k.SF_WD_FX:_k.SF_WD_FZ + 1]
+        self._ok_since_s = values[_k.SF_OK_SINCE]
 
     def filter(self, t_s: float, force_dev_n: NDArray[np.float64]) -> NDArray[np.float64]:
         """Make a commanded force safe to send (the stages of the module docstring).

@@ -101,7 +101,6 @@ class CaptureMonitor:
         self._left_reach = False
         self._shoulder_list = [float(v) for v in rules.shoulder_m]
         self._reach2 = rules.reach_m ** 2
-        self._relative = np.zeros(3)
         #: when the tool last opened again [s] (NaN: never); a new capture then needs a
         #: new soft contact episode and its hold
         self.released_at_s = math.nan
@@ -131,11 +130,15 @@ class CaptureMonitor:
         if not self.touched:
             self._left_reach = self._leaving_reach(r)
             return False
-        relative = self._relative
-        np.subtract(r.point_velocity_m_s, ee_v_m_s, out=relative)
-        dx, dy, dz = r.point_m[0] - ee_m[0], r.point_m[1] - ee_m[1], r.point_m[2] - ee_m[2]
+        # plain floats (cheaper per tick than numpy scalars; the same operations)
+        px, py, pz = r.point_velocity_m_s.tolist()
+        ex, ey, ez = ee_v_m_s.tolist()
+        rx, ry, rz = px - ex, py - ey, pz - ez
+        cx, cy, cz = r.point_m.tolist()
+        mx, my, mz = ee_m.tolist()
+        dx, dy, dz = cx - mx, cy - my, cz - mz
         inside = dx * dx + dy * dy + dz * dz <= rules.envelope_radius_m ** 2
-        speed = math.sqrt(relative[0] ** 2 + relative[1] ** 2 + relative[2] ** 2)
+        speed = math.sqrt(rx ** 2 + ry ** 2 + rz ** 2)
         held = (self._episode_soft and inside and speed <= rules.capture_speed_m_s
                 and (r.in_contact or r.gap_m <= rules.hold_gap_m))
         if not held:

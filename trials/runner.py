@@ -228,6 +228,7 @@ class Trial:
         payload = self.tick.payload
         link = self.tick.link
         return {**self.tick.monitor.metadata(), "payload": None if payload is None else payload_metadata(payload),
+                "tick_path": self.tick.path.as_dict(),
                 "link_delay": None if link is None else link.metadata(),
                 "compensator": None if self.tick.compensator is None else self.tick.compensator.metadata(),
                 "post_capture": None if self.tick.post is None else self.tick.post.metadata()}
@@ -281,11 +282,12 @@ def device_start_position(scenario: Scenario, ee0_m: np.ndarray, spec: DeviceSpe
     return clipped
 
 
-def build_trial(request: TrialRequest, out_dir: str | Path) -> Trial:
+def build_trial(request: TrialRequest, out_dir: str | Path, staged: bool = False) -> Trial:
     """Assemble a trial from its plan; nothing runs until its clock runs the tick.
 
     Each part comes from its own package's factory; on any error what was opened is
-    closed again.
+    closed again. The tick is fused when its parts allow (:mod:`trials.fused`) unless
+    ``staged`` (the reference path, stage by stage).
 
     Raises:
         ScenarioError: the scenario cannot be loaded.
@@ -323,7 +325,7 @@ def build_trial(request: TrialRequest, out_dir: str | Path) -> Trial:
             "none" if compensator is None else compensator.name,
             isinstance(commander, HapticCommander) and commander.hand is not None)
         tick = ServoTick(TrialParts(commander, slave, arm, scene, law, recorder, scene, link, compensator, post),
-                         limits)
+                         limits, staged=staged)
         tick.guidance_state.arm_base_position_m[:] = shoulder_m
         clock = _make_clock(request, device)
         opened.pop_all()

@@ -17,6 +17,10 @@ Time: tick ``k`` advances the plant from ``t = k dt`` to ``t + dt``; what it rec
 
 Timing for ``capture-trainer bench servo`` is a hook around the stages
 (:class:`StageTimer`), not code inside them.
+
+When every part has a compiled kernel the tick runs fused (:mod:`trials.fused`: two
+compiled calls around the plant, the same kernels on the same arrays); the choice is
+:attr:`ServoTick.path`, recorded in the trial log's metadata.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from trials.commanders import (BIT_CAPTURED, BIT_CONTACT, BIT_FAULT, BIT_LIMITED
                                Commander)
 from trials.compensators import Compensator
 from trials.delay import DelayedLink, DelayLine
+from trials.fused import STAGED_ON_REQUEST, FusedTick, TickPath, choose_path
 from trials.proximity import ProximityScene
 
 if TYPE_CHECKING:
@@ -144,12 +149,15 @@ class TickLimits:
 class StageTimer:
     """Per-stage wall times of the last ``capacity`` ticks [s] (benchmarks only).
 
-    ``stamps[i, 0]`` is the tick's start and ``stamps[i, s + 1]`` the end of stage ``s``.
+    ``stamps[i, 0]`` is the tick's start and ``stamps[i, s + 1]`` the end of stage ``s``;
+    ``names`` are the stages' names (:data:`STAGES`, or ``trials.fused.FUSED_STAGES`` for
+    a fused tick).
     """
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, names: tuple[str, ...] = STAGES) -> None:
         self.capacity = capacity
-        self.stamps = np.zeros((capacity, len(STAGES) + 1))
+        self.names = names
+        self.stamps = np.zeros((capacity, len(names) + 1))
         self.count = 0
 
     def run(self, stages: tuple[Callable[[], None], ...], end: Callable[[], bool]) -> bool:
@@ -165,9 +173,15 @@ class StageTimer:
 
 
 class ServoTick:
-    """One servo period of a trial; call it once per period until it returns False."""
+    """One servo period of a trial; call it once per period until it returns False.
 
-    def __init__(self, parts: TrialParts, limits: TickLimits) -> None:
+    Args:
+        parts, limits: the trial's seams and when it ends.
+        staged: run stage by stage even when the parts would allow the fused tick (the
+            reference path: tests and ``bench servo``).
+    """
+
+    def __init__(self, parts: TrialParts, limits: TickLimits, staged: bool = False) -> None:
         self.parts = parts
         self.limits = limits
         self.dt_s = limits.dt_s
@@ -226,6 +240,14 @@ class ServoTick:
         self._share(self._m)
         self._stages = (self._command, self._slave, self._plant, self._target, self._capture, self._guidance,
                         self._render, self._actuate, self._record)
+        #: which path the tick takes (fused or staged, and why)
+        self.path: TickPath = STAGED_ON_REQUEST if staged else choose_path(parts)
+        self._fused = FusedTick(self) if self.path.fused else None
+
+    @property
+    def fused(self) -> FusedTick | None:
+        """The fused form of this tick (None on the staged path)."""
+        return self._fused
 
     def _delay_setup(self) -> None:
         """The arrays each side of the link uses: without a link the slave reads the
@@ -288,7 +310,19 @@ class ServoTick:
         """Run one period; False once the trial is over (time limit, capture window, fault)."""
         if self.k >= self.max_ticks or self.fault is not None:
             return False
+        fused = self._fused
         try:
+            if fused is not None:
+                if self.timer is not None:
+                    alive = self.timer.run(fused.stages, self._end)
+                else:
+                    fused.pre()
+                    fused.plant()
+                    fused.post()
+                    alive = self._end()
+                if not alive:
+                    fused.lower()
+                return alive
             if self.timer is not None:
                 return self.timer.run(self._stages, self._end)
             for stage in self._stages:
@@ -296,6 +330,8 @@ class ServoTick:
             return self._end()
         except BaseException as error:
             self.fault = error
+            if fused is not None:
+                fused.lower()
             self.parts.commander.zero_force()
             raise
 
@@ -423,6 +459,8 @@ class ServoTick:
             self._publish(self.snapshot)
         if self.parts.recorder.write_error is not None:
             self.end_reason = "write_failed"
+            if self._fused is not None:
+                self._fused.lower()  # the safety layer's own state, before it commands zero
             self.parts.commander.zero_force()
             return False
         if self.post is not None and self.post.active:  # the task after the capture sets the end
@@ -436,7 +474,12 @@ class ServoTick:
         return self.k < self.max_ticks
 
     def finish_outcome(self, aborted_reason: str | None = None) -> str:
-        """Decide the trial's outcome (once; ``trials.capture_event``): call when it is over."""
+        """Decide the trial's outcome (once; ``trials.capture_event``): call when it is over.
+
+        A fused tick gives the stage objects their state back first (the trial may have
+        been stopped between ticks), so the device closes from its true state."""
+        if self._fused is not None:
+            self._fused.lower()
         if self.post is not None:
             self.post.abort(aborted_reason or f"the trial ended ({self.end_reason})")
         if aborted_reason is None and self.end_reason in ("write_failed", "fault"):

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from trials.fused import FUSED_STAGES
 from trials.tick import STAGES
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -45,8 +46,19 @@ def test_servo_json(model: str) -> None:
     for stage in STAGES:
         assert 0.0 < out["stages_us"][stage]["median"] <= out["stages_us"][stage]["p99"]
     # the stages are the tick: their medians cannot add up to more than the slowest tick
-    assert sum(out["stages_us"][s]["median"] for s in STAGES) <= out["tick_us"]["max"]
+    # (stages_us are the staged reference path's, timed in the same process)
+    reference = out["reference"]
+    _ordered_percentiles(reference["tick_us"])
+    assert sum(out["stages_us"][s]["median"] for s in STAGES) <= reference["tick_us"]["max"]
     assert isinstance(out["rss_growth_bytes"], int)
+    # the tick as trials run it: fused here, its three stages the tick
+    assert out["fused"] is True and out["path"]["fused"] is True
+    fused = out["fused_stages_us"]
+    assert set(fused) == set(FUSED_STAGES) == set(out["fused_stage_contents"])
+    assert sum(fused[s]["median"] for s in FUSED_STAGES) <= out["tick_us"]["max"]
+    assert out["tick_to_plant_ratio"] == pytest.approx(out["tick_us"]["median"] / fused["plant"]["median"])
+    assert reference["tick_to_plant_ratio"] == pytest.approx(reference["tick_us"]["median"]
+                                                             / out["stages_us"]["plant"]["median"])
 
 
 def test_throughput_json_with_a_study() -> None:
@@ -57,6 +69,8 @@ def test_throughput_json_with_a_study() -> None:
     assert out["realtime_factor"] == pytest.approx(out["sim_seconds"] / out["wall_seconds"])
     assert out["loop_realtime_factor"] > out["realtime_factor"]
     assert out["cold"]["start_up_seconds"] > 0.0
+    assert out["fused"] is True and out["tick_path"]["fused"] is True
+    assert out["reference"]["loop_realtime_factor"] > out["reference"]["realtime_factor"] > 0.0
     study = out["study"]
     assert study["trials"] == 3 and study["workers_1"]["trials"] == 3 and study["workers_1"]["failed"] == 0
 

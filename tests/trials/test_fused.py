@@ -1,0 +1,157 @@
+"""The fused servo tick (``trials.fused``) against the staged reference path, tick for
+tick: the same trial built twice, run once stage by stage and once fused, must write
+the same log (every float column to the bit, every flag) and end the same way, on the
+planar and the spatial arm, under DG, APF, NG and the automatic capture; the stage
+objects must hold the same state afterwards (the lowering is complete). The path is
+chosen by type and recorded; parts without kernels fall back to the staged path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from capture_trainer import trial_log
+from guidance.law import GuidanceLaw, StatelessLaw, Sum
+from guidance.state import GuidanceState
+from haptics.simulated import SimulatedDevice
+from trials.commanders import HapticCommander
+from trials.fused import TickPath, _law_terms
+from trials.runner import TrialRequest, build_trial
+
+
+def _run(request: TrialRequest, out: Path, staged: bool) -> tuple[np.ndarray, np.ndarray, dict, object]:
+    trial = build_trial(request, out, staged=staged)
+    tick = trial.tick
+    assert tick.path.fused is (not staged)
+    rows, flags = [], []
+    while tick():
+        rows.append(tick.parts.recorder.row.copy())
+        flags.append(tick.parts.recorder.flag_bits)
+    summary = trial.finish()
+    return np.array(rows), np.array(flags), summary, trial
+
+
+def _state(trial: object) -> dict[str, object]:
+    """What the stage objects hold after the trial (lowered from the fused tick)."""
+    tick = trial.tick  # type: ignore[attr-defined]
+    parts = tick.parts
+    state: dict[str, object] = {
+        "k": tick.k, "t_next": tick._t_next_s, "slave_faults": parts.slave.fault_count,
+        "sigma": parts.slave.status.sigma_ratio, "limited": parts.slave.status.limited,
+        "command_t": parts.slave.last_command.t_s, "replans": parts.law.replan_count,
+        "guidance_t": tick.guidance_state.t_s,
+    }
+    commander = parts.commander
+    if isinstance(commander, HapticCommander):
+        device = commander.device
+        assert isinstance(device, SimulatedDevice)
+        safety = device.safety
+        state.update(device_t=device.t_s, state_t=device.state.t_s, gain=safety.engage_gain,
+                     thermal=safety.thermal_load, watchdog=safety.watchdog, saturated=safety.saturated,
+                     last_t=safety._last_t_s, heartbeat=safety._hb_t_s[0], percepts=device.operator._n_percepts,
+                     submovements=device.operator.submovements, clutches=device.operator.clutches)
+    return state
+
+
+CASES = [
+    ("paper-2019", "dg", 2.5),
+    ("paper-2019", "apf", 2.5),
+    ("paper-2019", "ng", 2.0),
+    ("paper-2019", "as", 2.5),
+    ("tumbling-7dof", "dg", 1.5),
+    ("tumbling-7dof", "as", 1.5),
+    ("diagonal-fast", "dg", 4.0),  # the participant clutches (indexing): press and release ticks
+]
+
+
+@pytest.mark.parametrize(("scenario", "condition", "seconds"), CASES)
+def test_fused_tick_writes_the_staged_log(tmp_path: Path, scenario: str, condition: str, seconds: float) -> None:
+    request = TrialRequest(scenario=scenario, condition=condition, seed=3, time_limit_s=seconds,
+                           end_on_capture=False)
+    rows_ref, flags_ref, summary_ref, trial_ref = _run(request, tmp_path / "staged", staged=True)
+    rows, flags, summary, trial = _run(request, tmp_path / "fused", staged=False)
+    assert rows.shape == rows_ref.shape and rows.shape[0] == int(round(seconds / 1e-3)) - 1  # the last tick ends it
+    # to the bit, NaN where NaN (the idle post-capture columns)
+    assert np.array_equal(rows, rows_ref, equal_nan=True)
+    assert np.array_equal(flags, flags_ref)
+    for key in ("outcome", "end_reason", "time_to_reach_s", "ticks"):
+        assert summary.get(key) == summary_ref.get(key), key
+    assert _state(trial) == _state(trial_ref)
+    fused = trial.tick.fused  # type: ignore[attr-defined]
+    assert fused is not None and fused.fused_ticks > 0.9 * rows.shape[0]
+    # the run exercised what matters: guidance forces were felt, the files agree too
+    if scenario == "diagonal-fast":
+        assert _state(trial)["clutches"] > 0
+    if condition in ("dg", "apf"):
+        columns = trial_log.float_columns(trial.tick.parts.arm.n_joints)  # type: ignore[attr-defined]
+        guide = [columns.index(name) for name in trial_log.GUIDANCE_FORCE]
+        assert np.abs(rows[:, guide]).max() > 0.1
+    table, metadata = trial_log.read_trial_log(summary["path"])
+    table_ref, metadata_ref = trial_log.read_trial_log(summary_ref["path"])
+    assert metadata["tick_path"]["fused"] is True
+    assert metadata_ref["tick_path"] == {"fused": False, "reason": "staged on request"}
+    assert table.num_rows == table_ref.num_rows == rows.shape[0] + 1
+    for name in table.column_names:  # the whole file, the last row too
+        assert np.array_equal(table.column(name).to_numpy(), table_ref.column(name).to_numpy(), equal_nan=True), name
+
+
+def test_the_capture_and_the_closing_step_agree(tmp_path: Path) -> None:
+    """The automatic capture closes the tool within the trial: the capture tick (Python
+    monitor inside the fused tick) and the closing step (staged) give the same log."""
+    request = TrialRequest(scenario="paper-2019", condition="as", seed=1, time_limit_s=6.0, end_on_capture=True)
+    rows_ref, flags_ref, summary_ref, _ = _run(request, tmp_path / "staged", staged=True)
+    rows, flags, summary, _ = _run(request, tmp_path / "fused", staged=False)
+    assert summary_ref["outcome"] == "captured"
+    assert summary["outcome"] == "captured"
+    assert np.array_equal(rows, rows_ref, equal_nan=True) and np.array_equal(flags, flags_ref)
+
+
+def test_parts_without_kernels_run_staged_and_say_why(tmp_path: Path) -> None:
+    request = TrialRequest(scenario="paper-2019", condition="dg", seed=1, time_limit_s=0.05, delay_s=0.02)
+    trial = build_trial(request, tmp_path)
+    try:
+        assert not trial.tick.path.fused
+        assert trial.tick.path.reason == "a delayed link"
+        assert trial.tick.fused is None
+    finally:
+        trial.finish()
+    trial = build_trial(TrialRequest(scenario="jam-planar", condition="dg", seed=1, time_limit_s=0.05), tmp_path / "task")
+    try:
+        assert trial.tick.path == TickPath(False, "the post-capture behaviours")
+    finally:
+        trial.finish()
+
+
+class _Custom(StatelessLaw):
+    name = "custom"
+
+    def force(self, state: GuidanceState) -> np.ndarray:
+        return self._out
+
+    def params(self) -> dict[str, object]:
+        return {"law": self.name}
+
+
+def test_a_law_without_a_kernel_is_named() -> None:
+    law: GuidanceLaw = Sum(_Custom())
+    assert _law_terms(law) == "the law _Custom has no kernel"
+
+
+def test_a_trial_stopped_between_ticks_closes_from_the_true_state(tmp_path: Path) -> None:
+    """A user stop between two fused ticks: the device ramps down from the state the
+    kernels advanced (lowered before the outcome and the close), as on the staged path."""
+    states = []
+    for staged in (True, False):
+        request = TrialRequest(scenario="paper-2019", condition="dg", seed=2, time_limit_s=1.0)
+        trial = build_trial(request, tmp_path / str(staged), staged=staged)
+        for _ in range(400):
+            trial.tick()
+        trial.abort("stopped by the experimenter")
+        device = trial.tick.parts.commander.device
+        assert isinstance(device, SimulatedDevice)
+        states.append((device.t_s, device.safety._last_t_s, device.safety.watchdog, device.safety.force_n.tolist(),
+                       device.safety.thermal_load))
+    assert states[0] == states[1]
+    assert states[0][0] == pytest.approx(0.4) and states[0][2]  # the close tripped the ramp at 0.4 s

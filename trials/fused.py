@@ -1,0 +1,540 @@
+"""The fused servo tick: the same tick as :class:`trials.tick.ServoTick`'s stages, in two
+compiled calls around the plant (docs/architecture.md, "The fused tick").
+
+Per tick, when the trial's parts allow it (:func:`choose_path`):
+
+    pre_plant  (compiled)  participant drive, device step, mapping, slave controller
+    plant      (Python)    arm.send, PyBullet step, arm read-out, debris read (the
+                           PyBullet world: arm and debris body)
+    post_plant (Python + compiled)  capture monitor (Python, as staged), then the law
+                           with its fixtures, framing, safety layer, the hand's view,
+                           the row (compiled); recorder.append_row
+
+Each stage keeps its protocol and its own implementation: the staged path (the
+reference) runs the stage objects, the fused path calls the same kernels those objects
+call (``trials._fused_kernels``) on the same arrays; what the objects keep in Python
+scalars is *lifted* into one scalar vector before fused ticks and *lowered* back into
+the objects before any Python stage code runs again. Ticks on which Python must run
+(the participant re-plans, clutches or re-engages; the first tick; the tick after the
+tool closes) run stage by stage: the tick lowers, runs the staged stages, and lifts
+again. Tests run both paths tick for tick (``tests/trials/test_fused.py``).
+
+The choice is explicit and typed: :class:`TickPath` says whether the trial's tick is
+fused and, if not, why; it is recorded in the trial log's metadata (``tick_path``) and in
+``bench servo``/``bench throughput``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from capture_trainer import trial_log
+from guidance.dynamic import DynamicGuidance
+from guidance.fixtures import JointLimitProximity, ReachLimit, ReactionBoundary, WorkspaceWalls
+from guidance.law import GuidanceLaw, NoGuidance, Scaled, Sum
+from guidance.potential import PotentialField
+from guidance.rendering import ForceRenderer
+from haptics import _kernels as hk
+from haptics.device import BUTTON_ENGAGE
+from haptics.mapping import WorkspaceMapping
+from haptics.operators import HumanOperator
+from haptics.simulated import SimulatedDevice
+from robot import _kernels as rk
+from robot.pybullet_arm import PyBulletArm
+from robot.slave import SlaveController
+from trials import _fused_kernels as fk
+from trials.commanders import (BIT_CAPTURED, BIT_CLUTCH, BIT_CONTACT, BIT_ENGAGED, BIT_FAULT, BIT_LIMITED,
+                               BIT_REPLAN, BIT_SATURATED, BIT_SINGULAR, BIT_WATCHDOG, ControllerCommander,
+                               HapticCommander)
+
+#: ``trials.tick.ServoTick`` and ``trials.tick.TrialParts``: that module imports this one,
+#: so they are named here only in the docstrings (no import cycle).
+ServoTick = Any
+TrialParts = Any
+
+#: Stage names of the fused tick, for ``capture-trainer bench servo``.
+FUSED_STAGES = ("pre_plant", "plant", "post_plant")
+#: What each of them contains (``bench servo``'s JSON says it).
+FUSED_STAGE_CONTENTS = {
+    "pre_plant": "one compiled call: operator drive, device step and heartbeat, mapping (stylus to task "
+                 "command, hand force to task frame), slave controller (eq. 10, eq. 6, integration); the "
+                 "automatic capture's commander in Python before it; a tick that must run Python (re-plan, "
+                 "clutch, first tick, closing step) runs whole, stage by stage, here",
+    "plant": "the PyBullet world of arm and debris body: arm.send (joint-rate motors), stepSimulation, the "
+             "arm's read-out (joint and base state, end effector, base torque), the debris' read (pose, "
+             "velocities, the penalty contact near the fixture)",
+    "post_plant": "the capture monitor (Python), then one compiled call: law and fixtures, framing, safety "
+                  "layer, what the simulated hand sees, the row and flags; recorder.append_row",
+}
+
+if (fk.BIT_ENGAGED, fk.BIT_CLUTCH, fk.BIT_SATURATED, fk.BIT_FAULT, fk.BIT_WATCHDOG, fk.BIT_REPLAN,
+        fk.BIT_SINGULAR, fk.BIT_LIMITED) != (BIT_ENGAGED, BIT_CLUTCH, BIT_SATURATED, BIT_FAULT, BIT_WATCHDOG,
+                                            BIT_REPLAN, BIT_SINGULAR, BIT_LIMITED):  # pragma: no cover
+    raise ImportError("trials._fused_kernels' flag bits disagree with trial_log.FLAGS")
+
+
+@dataclass(frozen=True)
+class TickPath:
+    """Which path a trial's servo tick takes.
+
+    Attributes:
+        fused: the tick runs as two compiled calls around the plant (:mod:`trials.fused`).
+        reason: what is fused, or why the tick runs stage by stage.
+    """
+
+    fused: bool
+    reason: str
+
+    def as_dict(self) -> dict[str, object]:
+        """Plain data for the trial log's metadata and the bench JSON."""
+        return {"fused": self.fused, "reason": self.reason}
+
+
+#: The staged path asked for (tests, ``bench servo``'s reference run).
+STAGED_ON_REQUEST = TickPath(False, "staged on request")
+
+
+@dataclass(frozen=True)
+class _Term:
+    kind: int
+    scale: float
+    law: GuidanceLaw
+
+
+def _law_terms(law: GuidanceLaw) -> tuple[_Term, ...] | str:
+    """The law as fused terms (a ``Sum`` of laws, each maybe ``Scaled``), or why not."""
+    members = law.laws if type(law) is Sum else (law,)
+    terms: list[_Term] = []
+    for member in members:
+        scale = 1.0
+        inner = member
+        if type(member) is Scaled:
+            scale, inner = member.authority, member.law
+        kinds = {DynamicGuidance: fk.T_DG, WorkspaceWalls: fk.T_WALLS, ReachLimit: fk.T_REACH,
+                 JointLimitProximity: fk.T_JOINTS, ReactionBoundary: fk.T_REACTION}
+        if type(inner) is NoGuidance:
+            continue  # a zero term: the sum is the same
+        if type(inner) is PotentialField:
+            if inner.obstacles:
+                return "a potential field with obstacles has no kernel"
+            kind = fk.T_APF
+        elif type(inner) in kinds:
+            kind = kinds[type(inner)]
+        else:
+            return f"the law {type(inner).__name__} has no kernel"
+        if any(term.kind == kind for term in terms):
+            return f"two {type(inner).__name__} terms"
+        terms.append(_Term(kind, scale, inner))
+    if len(terms) > fk.MAX_TERMS:
+        return f"more than {fk.MAX_TERMS} law terms"
+    return tuple(terms)
+
+
+def choose_path(parts: TrialParts) -> TickPath:
+    """The fused path when every part of the trial has a kernel, else the staged one and
+    why (a real or mouse device, a delayed link, a compensator, the post-capture
+    behaviours, an arm over the network link, a law without a kernel)."""
+    if parts.link is not None:
+        return TickPath(False, "a delayed link")
+    if parts.compensator is not None:
+        return TickPath(False, "a compensator")
+    if parts.post is not None:
+        return TickPath(False, "the post-capture behaviours")
+    if type(parts.arm) is not PyBulletArm:
+        return TickPath(False, f"the arm {type(parts.arm).__name__} is not the in-process PyBullet plant")
+    if type(parts.slave) is not SlaveController:
+        return TickPath(False, f"the slave {type(parts.slave).__name__} has no kernel")
+    commander = parts.commander
+    if type(commander) is HapticCommander:
+        device = commander.device
+        if type(device) is not SimulatedDevice:
+            return TickPath(False, f"the device {type(device).__name__} is not the simulated one")
+        if type(device.operator) is not HumanOperator or commander.hand is not device:
+            return TickPath(False, "the simulated device is not held by the operator model")
+        if type(commander.mapping) is not WorkspaceMapping or type(commander.renderer) is not ForceRenderer:
+            return TickPath(False, "a mapping or renderer without a kernel")
+        who = "participant, device, mapping, slave | law, framing, safety, hand's view, row"
+    elif type(commander) is ControllerCommander:
+        who = "slave | row (the controller commands in Python)"
+    else:
+        return TickPath(False, f"the commander {type(commander).__name__} has no kernel")
+    terms = _law_terms(parts.law)
+    if isinstance(terms, str):
+        return TickPath(False, terms)
+    return TickPath(True, f"fused: {who}")
+
+
+def _address(array: NDArray[np.float64] | NDArray[np.int64], dtype: type) -> int:
+    if array.dtype != dtype or not array.flags.c_contiguous:
+        raise TypeError(f"the fused tick needs C-contiguous {dtype.__name__} arrays, got {array.dtype} "
+                        f"{array.shape}")
+    return int(array.__array_interface__["data"][0])
+
+
+class FusedTick:
+    """The fused form of one :class:`trials.tick.ServoTick` (module docstring).
+
+    Args:
+        tick: the tick (its parts must have passed :func:`choose_path`).
+    """
+
+    def __init__(self, tick: ServoTick) -> None:
+        parts = tick.parts
+        self.tick = tick
+        self.parts = parts
+        terms = _law_terms(parts.law)
+        assert not isinstance(terms, str)
+        self.terms: tuple[_Term, ...] = terms
+        self.haptic = type(parts.commander) is HapticCommander
+        self.sc = np.zeros(fk.N_SCALARS)
+        self.tab = np.zeros(2 * fk.N_ADDRESSES, dtype=np.int64)
+        self.rowtab = np.zeros(0, dtype=np.int64)
+        self._held: list[NDArray[np.float64] | NDArray[np.int64]] = []
+        self.safety_state = np.zeros(hk.N_SAFETY_STATE)
+        self.safety_config = np.zeros(hk.N_SAFETY_CONFIG)
+        self._dummy = np.zeros(16)  # the table's entry for what a trial has not got
+        self._dummy_int = np.zeros(3, dtype=np.int64)
+        self.lifted = False
+        self._restage = False  # the next tick runs staged (the tool has just closed)
+        self.ran_python = False  # this tick ran its stages in Python (an event)
+        self.fused_ticks = 0
+        self.staged_ticks = 0
+        self.stages = (self.pre, self.plant, self.post)
+        if self.haptic:
+            device = parts.commander.device
+            self.safety_config[:] = device.safety.pack_config()
+
+    # ------------------------------------------------------------------ lift / lower
+    def _table(self) -> None:
+        """Every array the kernels touch, by address (rebuilt at each lift: Python stage
+        code may have replaced one, e.g. the slave's model arrays on a capture)."""
+        tick, parts = self.tick, self.parts
+        tab = self.tab
+        held: list[NDArray[np.float64] | NDArray[np.int64]] = []
+
+        def put(index: int, array: NDArray[np.float64] | NDArray[np.int64], dtype: type = np.float64) -> None:
+            tab[index] = _address(array, dtype)
+            tab[index + fk.N_ADDRESSES] = array.size
+            held.append(array)
+
+        for index in range(fk.N_ADDRESSES):
+            put(index, self._dummy)
+        commander = parts.commander
+        if self.haptic:
+            assert isinstance(commander, HapticCommander)
+            device = commander.device
+            assert isinstance(device, SimulatedDevice)
+            operator = device.operator
+            assert isinstance(operator, HumanOperator)
+            mapping = commander.mapping
+            put(fk.A_OP_S, operator._s)
+            put(fk.A_OP_P, operator._p)
+            put(fk.A_OP_VEC, operator._vec)
+            put(fk.A_OP_COEF, operator._coef)
+            put(fk.A_OP_NOISE, operator._noise_buf)
+            put(fk.A_OP_RING, operator._ring)
+            put(fk.A_DEV_ZOH, device._zoh)
+            put(fk.A_DEV_STOPS, device._stops)
+            put(fk.A_DEV_POS, device.state.position_m)
+            put(fk.A_DEV_VEL, device.state.velocity_m_s)
+            put(fk.A_DEV_DRIVE, device._drive)
+            put(fk.A_DEV_HAND, device._hand_force)
+            put(fk.A_SAFE_OUT, device.safety.force_n)
+            put(fk.A_SAFE_ST, self.safety_state)
+            put(fk.A_SAFE_CFG, self.safety_config)
+            put(fk.A_SEEN_TP, commander._seen_target_pos)
+            put(fk.A_SEEN_TV, commander._seen_target_vel)
+            put(fk.A_SEEN_EP, commander._seen_ee_pos)
+            put(fk.A_SEEN_EV, commander._seen_ee_vel)
+            put(fk.A_MAP_SR, mapping._sr)
+            put(fk.A_MAP_R, mapping._r)
+            put(fk.A_MAP_OFF, mapping.offset_m)
+            put(fk.A_MAP_HELD, mapping._held_task_m)
+            put(fk.A_REN_SR, np.ascontiguousarray(commander.renderer._sr))  # a constant: a copy will do
+        put(fk.A_CMD_DEV_POS, commander.device_position_m)
+        put(fk.A_CMD_DEV_VEL, commander.device_velocity_m_s)
+        put(fk.A_CMD_HAND, commander.hand_force_n)
+        put(fk.A_CMD_CALC, commander.calculated_dev_n)
+        put(fk.A_CMD_ACT, commander.actuated_dev_n)
+        put(fk.A_CMD_POS, tick._cmd_pos)
+        put(fk.A_CMD_VEL, tick._cmd_vel)
+        put(fk.A_CMD_ACC, tick._cmd_acc)
+        put(fk.A_GUIDE, tick._guide)
+        put(fk.A_SIGMA, tick._sigma)
+        put(fk.A_TNEXT, tick._t_next)
+        arm = parts.arm
+        assert isinstance(arm, PyBulletArm)
+        state = arm.state()
+        base = state.base
+        assert base is not None
+        put(fk.A_Q, state.q_rad)
+        put(fk.A_QD, state.qd_rad_s)
+        put(fk.A_BASE_POS, base.position_m)
+        put(fk.A_BASE_QUAT, base.orientation_xyzw)
+        put(fk.A_BASE_W, base.angular_velocity_rad_s)
+        put(fk.A_BASE_V, base.velocity_m_s)
+        slave = parts.slave
+        a = slave._a
+        put(fk.A_MOMENTUM, slave._momentum_l)
+        put(fk.A_EXT_F, slave.external_force_n)
+        put(fk.A_EXT_P, slave.external_point_m)
+        put(fk.A_JOINT_XYZ, a.joint_xyz)
+        put(fk.A_JOINT_ROT, a.joint_rot)
+        put(fk.A_JOINT_AXIS, a.joint_axis)
+        put(fk.A_LINK_MASS, a.link_mass)
+        put(fk.A_LINK_COM, a.link_com)
+        put(fk.A_LINK_INERTIA, a.link_inertia)
+        put(fk.A_EE_OFFSET, a.ee_offset)
+        put(fk.A_BASE_INERTIA, a.base_inertia)
+        put(fk.A_TASK_ROWS, a.task_rows, np.int64)
+        put(fk.A_REACTION_ROWS, a.reaction_rows, np.int64)
+        put(fk.A_Q_MIN, a.q_min)
+        put(fk.A_Q_MAX, a.q_max)
+        put(fk.A_QD_MAX, a.qd_max)
+        put(fk.A_QDD_MAX, a.qdd_max)
+        put(fk.A_SL_PARAMS, slave._params)
+        put(fk.A_SL_QDD, slave._qdd)
+        good = slave.last_command
+        put(fk.A_GOOD_Q, good.q_rad)
+        put(fk.A_GOOD_QD, good.qd_rad_s)
+        put(fk.A_GOOD_QDD, good.qdd_rad_s2)
+        put(fk.A_SL_STATUS, slave._status_vec)
+        put(fk.A_SL_DIAG, slave._diag)
+        put(fk.A_JAC_PINV, slave._jac_pinv)
+        put(fk.A_SL_ARENA, slave._arena)
+        m = tick._m
+        reading = tick._reading
+        put(fk.A_EE, m.ee_position_m)
+        put(fk.A_EE_V, m.ee_velocity_m_s)
+        put(fk.A_TARGET_P, tick._target_pos)
+        put(fk.A_TARGET_V, tick._target_vel)
+        put(fk.A_TARGET_A, tick._target_acc)
+        put(fk.A_FORCE_ON_DEBRIS, reading.force_on_debris_n)
+        put(fk.A_CONTACT_POINT, reading.contact_point_m)
+        put(fk.A_SHOULDER, tick.guidance_state.arm_base_position_m)
+        for term in self.terms:
+            law = term.law
+            if isinstance(law, DynamicGuidance):
+                put(fk.A_DG_GAINS, law._gains)
+                put(fk.A_DG_E0, law.path.e0_m)
+                put(fk.A_DG_DE0, law.path.de0_m_s)
+                put(fk.A_DG_SINCE, law._takeover_since_s)
+            elif isinstance(law, WorkspaceWalls):
+                put(fk.A_WALL_LO, law._lower)
+                put(fk.A_WALL_HI, law._upper)
+                put(fk.A_WALL_BACK, law._back)
+            elif isinstance(law, JointLimitProximity):
+                put(fk.A_JL_LO, law._lower_wall)
+                put(fk.A_JL_HI, law._upper_wall)
+        put(fk.A_ROW, parts.recorder.row)
+        row_parts = tick._row_parts
+        rowtab = np.zeros(2 * len(row_parts), dtype=np.int64)
+        for i, part in enumerate(row_parts):
+            rowtab[2 * i] = _address(part, np.float64)
+            rowtab[2 * i + 1] = part.size
+            held.append(part)
+        if sum(part.size for part in row_parts) != parts.recorder.row.size:
+            raise ValueError("the row's parts do not fill the recorder's row")
+        self.rowtab = rowtab
+        self._held = held
+
+    def lift(self) -> bool:
+        """Take the stages' Python state into the kernels' vectors; False when the next
+        tick must run staged (a first tick, a pending re-anchoring or closing)."""
+        tick, parts, sc = self.tick, self.parts, self.sc
+        slave = parts.slave
+        if tick.k == 0 or slave._closing or not slave._have_good:
+            return False
+        sc[:] = 0.0
+        sc[fk.C_DT] = tick.dt_s
+        sc[fk.C_PUSHES_ARM] = 1.0 if tick._pushes_arm else 0.0
+        sc[fk.C_N] = parts.arm.n_joints
+        sc[fk.C_BASE_MASS] = slave._a.base_mass
+        sc[fk.L_ATTACHED] = 1.0 if tick._reading.attached else 0.0
+        commander = parts.commander
+        if self.haptic:
+            assert isinstance(commander, HapticCommander)
+            device = commander.device
+            assert isinstance(device, SimulatedDevice)
+            operator = device.operator
+            assert isinstance(operator, HumanOperator)
+            mapping = commander.mapping
+            if not commander._anchored or mapping._reanchor or operator._n_percepts == 0:
+                return False
+            params = operator.params
+            sc[fk.C_HAS_DEVICE] = 1.0
+            sc[fk.C_INV_SCALE] = mapping._inv_scale
+            sc[fk.C_INV_FORCE_SCALE] = mapping._inv_force_scale
+            sc[fk.C_NOISE_DRAWS] = operator._noise_buf.size
+            sc[fk.C_RING_CAP] = operator._cap
+            sc[fk.C_OP_INTENT] = 1.0 if params.has_intent else 0.0
+            sc[fk.C_OP_MARGIN] = params.clutch_margin_m
+            sc[fk.C_OP_LOOKAHEAD] = params.clutch_lookahead_s
+            sc[fk.C_OP_HOLDING_GAP] = 2.0 * params.surface_offset_m
+            sc[fk.C_DEV_DT] = device.dt_s
+            sc[fk.C_WS_LOW:fk.C_WS_LOW + 3] = operator._ws_low
+            sc[fk.C_WS_HIGH:fk.C_WS_HIGH + 3] = operator._ws_high
+            sc[fk.L_DEV_T] = device.t_s
+            sc[fk.L_OP_ENGAGED] = 1.0 if operator.buttons & BUTTON_ENGAGE else 0.0
+            sc[fk.L_OP_NEXT_PLAN] = operator._next_plan_t
+            sc[fk.L_OP_RELEASE] = operator._release_t
+            sc[fk.L_OP_LAST_GAP] = operator._last_gap_m
+            sc[fk.L_OP_N_PERCEPTS] = operator._n_percepts
+            sc[fk.L_CLUTCHED] = 1.0 if mapping.clutched else 0.0
+            device.safety.pack_state(self.safety_state)
+        for i, term in enumerate(self.terms):
+            base = fk.LAW0 + fk.TERM_SIZE * i
+            sc[base] = term.kind
+            sc[base + 1] = term.scale
+            law = term.law
+            if isinstance(law, DynamicGuidance):
+                if not law._planned:
+                    return False
+                path = law.path
+                sc[base + fk.D_KIND] = path._kind
+                sc[base + fk.D_ALPHA] = path._alpha
+                sc[base + fk.D_W] = path._w
+                sc[base + fk.D_INTERVAL] = law.replan_interval_s
+                sc[base + fk.D_T0] = path.t0_s
+                sc[base + fk.D_LAST_PLAN] = law._last_plan_s
+            elif isinstance(law, PotentialField):
+                sc[base + 2] = law.k_n_m
+                sc[base + 3] = math.nan if law.saturation_distance_m is None else law.saturation_distance_m
+            elif isinstance(law, WorkspaceWalls):
+                sc[base + 2] = law.stiffness_n_m
+                sc[base + 3] = law.damping_n_s_m
+            elif isinstance(law, ReachLimit):
+                sc[base + 2] = law._wall_m
+                sc[base + 3] = law.stiffness_n_m
+                sc[base + 4] = law.damping_n_s_m
+            elif isinstance(law, JointLimitProximity):
+                sc[base + 2] = law.stiffness_n_rad
+            elif isinstance(law, ReactionBoundary):
+                sc[base + 2] = law.stiffness_n_m
+                sc[base + 3] = law.margin
+                sc[base + 4] = law.threshold
+        self._table()
+        self.lifted = True
+        return True
+
+    def lower(self) -> None:
+        """Give the stages back the state the kernels advanced (before Python stage code)."""
+        if not self.lifted:
+            return
+        self.lifted = False
+        tick, parts, sc = self.tick, self.parts, self.sc
+        commander = parts.commander
+        if self.haptic:
+            assert isinstance(commander, HapticCommander)
+            device = commander.device
+            assert isinstance(device, SimulatedDevice)
+            operator = device.operator
+            assert isinstance(operator, HumanOperator)
+            device.t_s = device.state.t_s = float(sc[fk.L_DEV_T])
+            operator._n_percepts = int(sc[fk.L_OP_N_PERCEPTS])
+            device.safety.unpack_state(self.safety_state)
+        slave = parts.slave
+        faults = int(sc[fk.L_SLAVE_FAULTS])
+        slave.fault_count += faults
+        sc[fk.L_SLAVE_FAULTS] = 0.0
+        status = slave.status
+        sv = slave._status_vec
+        status.t_s = tick._t
+        status.sigma_ratio = float(sv[rk.S_SIGMA_RATIO])
+        status.singular = bool(sv[rk.S_SINGULAR] > 0.0)
+        status.limited = bool(sv[rk.S_LIMITED] > 0.0)
+        status.residual = float(sv[rk.S_RESIDUAL])
+        status.fault = bool(sv[rk.S_FAULT] > 0.0)
+        slave.last_command.t_s = tick._t
+        tick.guidance_state.t_s = tick._t_next_s
+        replanned = bool(sc[fk.L_REPLANNED] != 0.0)
+        added = int(sc[fk.L_LAW_COUNT])
+        sc[fk.L_LAW_COUNT] = 0.0
+        for i, term in enumerate(self.terms):
+            law = term.law
+            if isinstance(law, DynamicGuidance):
+                base = fk.LAW0 + fk.TERM_SIZE * i
+                law.path.t0_s = float(sc[base + fk.D_T0])
+                law._last_plan_s = float(sc[base + fk.D_LAST_PLAN])
+                law.replanned = replanned
+                law.replan_count += added
+        self._wrappers(parts.law, replanned)
+
+    @staticmethod
+    def _wrappers(law: GuidanceLaw, replanned: bool) -> None:
+        """``Sum`` and ``Scaled`` take their members' re-plan state, as their ``force`` does."""
+        members = law.laws if type(law) is Sum else (law,)
+        for member in members:
+            if type(member) is Scaled:
+                member.replanned = member.law.replanned
+                member.replan_count = member.law.replan_count
+        if type(law) is Sum:
+            law.replanned = replanned
+            law.replan_count = sum(m.replan_count for m in law._replanners)
+
+    # ------------------------------------------------------------------ the tick
+    def _staged(self) -> None:
+        """This tick in Python, stage by stage (the reference), then lift again."""
+        self.lower()
+        tick = self.tick
+        for stage in tick._stages:
+            stage()
+        self.ran_python = True
+        self.staged_ticks += 1
+        self.lift()
+
+    def pre(self) -> None:
+        """Participant, device, mapping, slave (compiled); or the whole tick staged."""
+        self.ran_python = False
+        if self._restage or (not self.lifted and not self.lift()):
+            self._restage = False
+            self._staged()
+            return
+        tick = self.tick
+        t = tick._t = tick.k * tick.dt_s
+        if not self.haptic:
+            tick.parts.commander.command(t, tick._cmd_pos, tick._cmd_vel, tick._cmd_acc)
+        if fk.pre_plant(self.tab, self.sc, t) == fk.EVENT:
+            self._staged()
+            return
+        self.fused_ticks += 1
+
+    def plant(self) -> None:
+        """The PyBullet world: the joint command out, one step, the arm's and the debris'
+        read-outs (the plant stage of the fused tick)."""
+        if self.ran_python:
+            return
+        tick, parts = self.tick, self.parts
+        parts.arm.send(parts.slave.last_command)
+        parts.arm.advance()
+        m = parts.arm.measure()
+        if m is not tick._m:  # a new measurement instance: Python must re-point everything
+            self.lower()
+            tick._share(m)
+        t_next = tick._t_next_s = tick._t + tick.dt_s
+        tick.scene.read(t_next, m.ee_position_m, m.ee_velocity_m_s)
+
+    def post(self) -> None:
+        """The capture monitor (Python), then law, framing, safety, hand, row (compiled)."""
+        if self.ran_python:
+            return
+        tick, parts = self.tick, self.parts
+        if not self.lifted:  # the plant handed out a new measurement
+            self.lift()
+        payload = tick.payload
+        # the staged stage itself: the monitor and, on the capture, the scene, the slave
+        # and the commander take the payload (none of them reads the lifted state)
+        tick._capture()
+        if tick.payload is not payload:
+            self._restage = True  # the closing step runs staged
+        bits = fk.post_plant(self.tab, self.sc, tick._t_next_s, self.rowtab)
+        reading = tick._reading
+        recorder = parts.recorder
+        recorder.flag_bits = bits | (BIT_CAPTURED if reading.attached else BIT_CONTACT if reading.in_contact else 0)
+        recorder.append_row()
+        tick.k += 1
