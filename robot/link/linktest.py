@@ -5,10 +5,9 @@
 on a real arm) and times each round trip:
 
 * ``lockstep``: command -> the state after one plant step (the server steps per command);
-* ``realtime``: a ``ping`` sent just before each command -> its ``pong`` (the server answers
-  at once, between its own periods, before it checks and applies the command behind it:
-  the figure is the link's, not the server's command handling); the states the server
-  pushes are drained and their step numbers checked for gaps.
+* ``realtime``: a ``ping`` sent beside each command -> its ``pong`` (the server answers at
+  once, between its own periods); the states the server pushes are drained and their
+  step numbers checked for gaps.
 
 Loss is what was sent and never answered or never applied (from the server's counters,
 read before and after), so a command lost on the way and a reply lost on the way back
@@ -185,9 +184,9 @@ class _Run:
         while (msg := self.client.recv(0.0)) is not None:
             if msg["type"] == "state":
                 self._on_state(msg)
+        self._command()
         t0 = time.perf_counter_ns()
         seq = self.client.send("ping", {})
-        self._command()
         deadline = time.perf_counter() + self.timeout
         while (msg := self.client.recv(deadline)) is not None:
             if msg["type"] == "pong" and msg["echo_seq"] == seq:
