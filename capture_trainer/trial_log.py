@@ -126,7 +126,7 @@ FLAG_FAULT = "fault"  # non-finite value caught, backend error, or latched fault
 FLAG_WATCHDOG = "watchdog"  # the watchdog is ramping force down (stale loop or data)
 FLAG_REPLAN = "replan"  # the guidance recomputed its capture path on this tick
 FLAG_SINGULAR = "singular"  # the IK reported a (reaction) singularity on this tick
-FLAG_LIMITED = "limited"  # the IK clipped a joint position/velocity/acceleration limit
+FLAG_LIMITED = "limited"  # the IK clipped a joint position/velocity/acceleration limit, or the base-rate bound scaled the task
 FLAG_CONTACT = "contact"  # the capture tool touches the debris' fixture (a contact carrying force)
 FLAG_CAPTURED = "captured"  # the tool has closed: the debris is attached (post-capture phase)
 #: The flags of format version 1 (the first eight of :data:`FLAGS`).
@@ -217,6 +217,8 @@ METADATA_KEYS = {
                     "states, behaviours (the names the state_index / behaviour_index columns index), outcome "
                     "(succeeded | failed | aborted), reason, started_s, ended_s, results (one per behaviour run: "
                     "state, behaviour, result, reason, figures); null without a task",
+    "base_rate_bound": "object (optional): bound_rad_s, ticks, first_s, last_s: the slave's base angular-rate "
+                       "bound and the ticks on which it scaled the task (robot.slave; times null: never)",
     "write_error": "str, why writing the file failed (only after a failed write)",
     "rows": "int, rows in the file (written by the recorder)",
 }

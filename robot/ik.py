@@ -40,6 +40,7 @@ Robustness:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -59,6 +60,9 @@ REASON_OK = "ok"
 REASON_LIMITED = "joint limit"
 REASON_SINGULAR = "reaction singularity (damped)"
 REASON_TASK = "task not met (limits or singularity)"
+
+#: Default base angular-rate bound [rad/s]: 1° over 20 s (:attr:`IKSettings.base_rate_max_rad_s`).
+BASE_RATE_MAX_RAD_S = math.radians(1.0) / 20.0
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,18 @@ class IKSettings:
             debris' momentum, and with ``zero`` the model's base rate and end-effector
             velocity are wrong by it (measured on the planar arm with a payload ten times
             its mass: docs/capture.md).
+        base_rate_max_rad_s: the base angular-rate bound [rad/s] of the controller tick
+            (LSE only; ``inf``: off). The base rate the momentum model predicts after
+            each step (eq. 2's torque on the base's momentum) is kept within
+            ``max(base_rate_max_rad_s, the rate now)`` by scaling the task: where the
+            joint bounds leave no reactionless solution, or at a reaction singularity
+            with ``singularity_priority = "task"``, the end effector lags instead of the
+            base turning faster, and the tick reports it (``SlaveStatus.rate_bounded``).
+            Default :data:`BASE_RATE_MAX_RAD_S`: 1° over 20 s, so a base held at the
+            bound for the longest trial of the documented 3-D family (time limit
+            19.5 s) still turns less than the family's 1° criterion. Inactive in
+            reactionless tracking, where the rate stays at its start (measured: below
+            1e-6 rad/s).
     """
 
     sigma_threshold: float = 0.01
@@ -122,8 +138,11 @@ class IKSettings:
     sigma_gain: float = 50.0
     singularity_priority: str = "reaction"
     system_momentum: str = "zero"
+    base_rate_max_rad_s: float = BASE_RATE_MAX_RAD_S
 
     def __post_init__(self) -> None:
+        if not self.base_rate_max_rad_s > 0.0:
+            raise ValueError(f"base_rate_max_rad_s must be > 0 (inf: no bound), got {self.base_rate_max_rad_s}")
         if self.system_momentum not in SYSTEM_MOMENTA:
             raise ValueError(f"system_momentum must be one of {', '.join(SYSTEM_MOMENTA)}, "
                              f"got {self.system_momentum!r}")
@@ -186,6 +205,7 @@ def settings_vector(settings: IKSettings, solver: str, dt_s: float, k_p: float, 
     params[kern.P_K_SIGMA] = settings.sigma_gain
     params[kern.P_FEEDBACK_MAX] = settings.feedback_torque_max_n_m
     params[kern.P_MOMENTUM] = kern.MOMENTUM_MEASURED if settings.system_momentum == "measured" else kern.MOMENTUM_ZERO
+    params[kern.P_BASE_RATE_MAX] = settings.base_rate_max_rad_s
     return params
 
 
