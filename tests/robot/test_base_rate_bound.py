@@ -39,7 +39,8 @@ def _one_tick(bound: float) -> tuple[np.ndarray, object, np.ndarray]:
         slave = SlaveController(model, arm, settings=IKSettings(base_rate_max_rad_s=bound, **QUIET))
         status = slave.step(0.0, arm.measure().ee_position_m.copy(), np.zeros(3), TASK_ACCELERATION_M_S2)
         qdd = status.qdd_rad_s2.copy()
-        flags = (status.rate_bounded, status.rate_scale, status.limited, status.singular, slave.rate_bound_ticks)
+        flags = (status.rate_bounded, status.rate_scale, status.limited, status.singular,
+                 slave.rate_bound_metadata())
         arm.advance()
         w_plant = arm.measure().base_angular_velocity_rad_s.copy()
     return qdd, flags, w_plant
@@ -57,10 +58,10 @@ def _maps(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def test_bound_scales_the_task_so_the_base_turns_no_faster_than_the_bound() -> None:
     dt = 1e-3
     free_qdd, free_flags, free_w = _one_tick(math.inf)
-    qdd, (bounded, scale, limited, singular, ticks), w_plant = _one_tick(BASE_RATE_MAX_RAD_S)
+    qdd, (bounded, scale, limited, singular, record), w_plant = _one_tick(BASE_RATE_MAX_RAD_S)
     jg, om = _maps(SINGULAR_Q_RAD)
     # without the bound: the task met exactly, the base turned faster than the bound
-    assert singular and not free_flags[0]
+    assert singular and not free_flags[0] and free_flags[4]["ticks"] == 0
     np.testing.assert_allclose(jg[:2] @ free_qdd, TASK_ACCELERATION_M_S2[:2], atol=1e-9)
     free_rate = float(np.linalg.norm(om @ free_qdd)) * dt  # at rest: w(dt) = Om q̈ dt
     assert free_rate > 1.5 * BASE_RATE_MAX_RAD_S
@@ -68,7 +69,8 @@ def test_bound_scales_the_task_so_the_base_turns_no_faster_than_the_bound() -> N
     # with it: at rest the zero-task solution is q̈ = 0, so the blend is the unbounded
     # solution scaled by s = bound / rate, and so is the task
     expected = BASE_RATE_MAX_RAD_S / free_rate
-    assert bounded and limited and ticks == 1
+    assert bounded and limited
+    assert record == {"bound_rad_s": BASE_RATE_MAX_RAD_S, "ticks": 1, "first_s": 0.0, "last_s": 0.0}
     assert scale == pytest.approx(expected, rel=1e-9)
     np.testing.assert_allclose(qdd, expected * free_qdd, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(jg[:2] @ qdd, expected * TASK_ACCELERATION_M_S2[:2], atol=1e-9)
