@@ -31,6 +31,12 @@ Robustness:
   position normalised to [−1, 1] over its range) damps self-motion and pushes away from
   limits; for LSE it acts only in what is left of the null space after the reaction
   constraint (one degree of freedom for the 7-joint arm, none for the planar 3R).
+* **Base-rate bound** (the controller tick only, :func:`robot._kernels.controller_step`).
+  The base angular velocity the momentum model predicts after each step is kept within
+  ``IKSettings.base_rate_max_rad_s``: where the solution above would turn the base faster
+  (no reactionless solution within the joint bounds, or ``task`` priority at a reaction
+  singularity) the task is scaled instead and the base feedback's torque limited to what
+  the bound allows; the tick reports it (``SlaveStatus.rate_bounded``, ``rate_scale``).
 * **Base feedback.** The controller asks for ``T_des = −I_w (k_att θ + k_rate ω)`` from
   the measured base attitude ``θ`` (rotation vector) and rate ``ω``, its norm capped at
   ``feedback_torque_max_n_m``, so drift that servo errors put into the base is driven
