@@ -1293,8 +1293,10 @@ def controller_step(q, qd, base_pos, base_quat, base_w, base_v, have_base, momen
     the task is scaled instead (:func:`_bound_base_rate`: the end effector lags, the base
     does not turn faster), ``status[S_RATE_BOUNDED]`` is set, ``status[S_RATE_SCALE]``
     holds the scale and ``status[S_LIMITED]`` is set when the task was scaled. Not for the
-    pseudoinverse (the baseline shows what the base would feel) nor on the tick the tool
-    closes (its base torque is asked for). A base already turning faster than the bound
+    pseudoinverse (the baseline shows what the base would feel), nor on the tick the tool
+    closes (its base torque is asked for), nor while an external force acts on the tool
+    (``ext_force``: a contact, whose force follows the tool's motion; scaling the task
+    there stiffens the arm against the debris, measured to turn the base more). A base already turning faster than the bound
     (model-plant mismatch at the bound, a disturbance) is let through only the task that
     slows it; the base feedback's torque, kept in every solution, brings it back under.
     ``status[S_BASE_RATE]`` is the predicted rate after the step on every tick.
@@ -1403,7 +1405,10 @@ def controller_step(q, qd, base_pos, base_quat, base_w, base_v, have_base, momen
                 t_des[r] *= params[P_FEEDBACK_MAX] / mag
     i0inv, top = _empty(arena, top, (3, 3))
     _inverse3(base_inertia, i0inv)
-    bounded = params[P_SOLVER] != SOLVER_PINV and mode != MOMENTUM_GIVEN
+    # not while a contact pushes the tool: the contact force follows the tool's motion, so
+    # the one-step prediction fails there and scaling the task stiffens the arm against it
+    bounded = (params[P_SOLVER] != SOLVER_PINV and mode != MOMENTUM_GIVEN
+               and ext_force[0] == 0.0 and ext_force[1] == 0.0 and ext_force[2] == 0.0)
     if bounded and (t_des[0] != 0.0 or t_des[1] != 0.0 or t_des[2] != 0.0):
         _rate_limited_torque(rot0, i0inv, base_inertia, w_model_b, dt, params[P_BASE_RATE_MAX], t_des)
     if mode == MOMENTUM_GIVEN:
