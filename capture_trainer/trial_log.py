@@ -126,7 +126,8 @@ FLAG_FAULT = "fault"  # non-finite value caught, backend error, or latched fault
 FLAG_WATCHDOG = "watchdog"  # the watchdog is ramping force down (stale loop or data)
 FLAG_REPLAN = "replan"  # the guidance recomputed its capture path on this tick
 FLAG_SINGULAR = "singular"  # the IK reported a (reaction) singularity on this tick
-FLAG_LIMITED = "limited"  # the IK clipped a joint position/velocity/acceleration limit, or the base-rate bound scaled the task
+#: the IK clipped a joint position/velocity/acceleration limit, or the base-rate bound scaled the task
+FLAG_LIMITED = "limited"
 FLAG_CONTACT = "contact"  # the capture tool touches the debris' fixture (a contact carrying force)
 FLAG_CAPTURED = "captured"  # the tool has closed: the debris is attached (post-capture phase)
 #: The flags of format version 1 (the first eight of :data:`FLAGS`).

@@ -1296,9 +1296,11 @@ def controller_step(q, qd, base_pos, base_quat, base_w, base_v, have_base, momen
     pseudoinverse (the baseline shows what the base would feel), nor on the tick the tool
     closes (its base torque is asked for), nor while an external force acts on the tool
     (``ext_force``: a contact, whose force follows the tool's motion; scaling the task
-    there stiffens the arm against the debris, measured to turn the base more). A base already turning faster than the bound
-    (model-plant mismatch at the bound, a disturbance) is let through only the task that
-    slows it; the base feedback's torque, kept in every solution, brings it back under.
+    there stiffens the arm against the debris, measured to turn the base more). A base
+    already turning faster than the bound (model-plant mismatch at the bound, a
+    disturbance) is let through only the task that slows it; the base feedback's torque
+    (itself limited so that it never drives the rate beyond the bound,
+    :func:`_rate_limited_torque`) brings it back under.
     ``status[S_BASE_RATE]`` is the predicted rate after the step on every tick.
 
     Args:
@@ -1535,15 +1537,16 @@ def _bound_base_rate(arena, top, jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_
     ``w_next`` exceeds ``limit``) is replaced by ``q̈(s) = q̈₀ + s (q̈₁ − q̈₀)``, with
     ``q̈₁`` that solution and ``q̈₀`` the IK's solution for the task scaled to nothing
     (``ẍ = J̇q̇``, i.e. ``J q̈ = 0``: the same bounds, secondary term and desired base
-    torque) with the reaction first at a reaction singularity (``SOLVER_LSE_REACTION_FIRST``,
-    whatever the solver: there the reaction stays hard and what is left of the task
-    gives way). Both lie within the joint bounds, so every blend does (the bounds are a
+    torque) with the reaction first at a reaction singularity
+    (``SOLVER_LSE_REACTION_FIRST`` whatever the solver: there the reaction stays hard and
+    what is left of the task gives way). Both lie within the joint bounds, so every blend does (the bounds are a
     box); the task rows get ``J q̈(s) = (1 − s) J q̈₀ + s J q̈₁`` (``s (ẍ − J̇q̇)`` where
     both meet their tasks) and the predicted rate ``w(s) = w₀ + s (w₁ − w₀)`` is affine
     in ``s``: the largest ``s`` in [0, 1] with ``|w(s)| <= limit`` is a root of a
-    quadratic (:func:`_largest_scale`). Where even ``s = 0`` exceeds the limit (the joint bounds alone force a
-    torque on the base), ``s`` minimises ``|w(s)|`` on [0, 1] instead and the bound is
-    not met (the returned rate exceeds ``limit``). ``diag`` is refreshed for the blend
+    quadratic (:func:`_largest_scale`). Where even ``s = 0`` exceeds the limit (the joint
+    bounds alone force a torque on the base), ``s`` minimises ``|w(s)|`` on [0, 1]
+    instead and the bound is not met (the returned rate exceeds ``limit``); where ``q̈₀``
+    is not finite, ``q̈₁`` is kept (``s = 1``). ``diag`` is refreshed for the blend
     (limited set when ``s < 1``; the residuals recomputed). Returns ``(s, |w(s)|)``.
     Scratch from ``arena[top:]``."""
     n = qdd.shape[0]

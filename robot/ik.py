@@ -119,11 +119,13 @@ class IKSettings:
             its mass: docs/capture.md).
         base_rate_max_rad_s: the base angular-rate bound [rad/s] of the controller tick
             (LSE only; ``inf``: off). The base rate the momentum model predicts after
-            each step (eq. 2's torque on the base's momentum) is kept within
-            ``max(base_rate_max_rad_s, the rate now)`` by scaling the task: where the
-            joint bounds leave no reactionless solution, or at a reaction singularity
-            with ``singularity_priority = "task"``, the end effector lags instead of the
-            base turning faster, and the tick reports it (``SlaveStatus.rate_bounded``).
+            each step (eq. 2's torque on the base's momentum) is kept within it by
+            scaling the task: where the joint bounds leave no reactionless solution, or
+            at a reaction singularity with ``singularity_priority = "task"``, the end
+            effector lags instead of the base turning faster, and the tick reports it
+            (``SlaveStatus.rate_bounded``); the base feedback's torque is limited to it
+            too. Off on the tick the tool closes and while a contact pushes the tool
+            (see :func:`robot._kernels.controller_step`).
             Default :data:`BASE_RATE_MAX_RAD_S`: 1° over 20 s, so a base held at the
             bound for the longest trial of the documented 3-D family (time limit
             19.5 s) still turns less than the family's 1° criterion. Inactive in

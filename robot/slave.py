@@ -49,7 +49,7 @@ class SlaveStatus:
         qdd_rad_s2: (n,) chosen joint accelerations [rad/s^2].
         sigma_ratio: σ_min(M (I − J⁺J)) / ‖M‖ (reaction-singularity gauge).
         singular: sigma_ratio under the damping threshold.
-        limited: a joint limit was active.
+        limited: a joint limit was active, or the base-rate bound scaled the task.
         residual: eq. 1 residual over the task rows [m/s^2] (non-zero when a joint limit
             made the IK scale the task down rather than push on the base).
         jacobian_pinv: (n, 3) ``∂q/∂x`` [rad/m]: the pseudoinverse of the Generalized
