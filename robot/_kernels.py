@@ -1286,8 +1286,9 @@ def controller_step(q, qd, base_pos, base_quat, base_w, base_v, have_base, momen
     solves the IK and integrates: ``qd_cmd = qd + qdd dt``, ``q_cmd = q + qd dt + qdd dt^2/2``.
 
     **The base-rate bound** (``params[P_BASE_RATE_MAX]`` [rad/s], ``inf``: off): the base
-    angular velocity the momentum model predicts after the step (:func:`_next_base_rate`:
-    the model's base rate now plus eq. 2's torque over one step) is kept within the bound.
+    angular velocity predicted after the step (:func:`_next_base_rate`: the measured base
+    rate now, the model's without a base state, plus eq. 2's torque over one step) is kept
+    within the bound.
     Where the IK's solution would exceed it (it gave up the reaction: the joint bounds left no
     reactionless solution, or ``singularity_priority`` ``task`` at a reaction singularity),
     the task is scaled instead (:func:`_bound_base_rate`: the end effector lags, the base
@@ -1411,8 +1412,11 @@ def controller_step(q, qd, base_pos, base_quat, base_w, base_v, have_base, momen
     # the one-step prediction fails there and scaling the task stiffens the arm against it
     bounded = (params[P_SOLVER] != SOLVER_PINV and mode != MOMENTUM_GIVEN
                and ext_force[0] == 0.0 and ext_force[1] == 0.0 and ext_force[2] == 0.0)
+    # the base rate now: the measured one where the base is known (after a contact the
+    # zero-momentum model's Om qd is not the base's rate), else the model's
+    w_now = wm_b if have_base > 0 else w_model_b
     if bounded and (t_des[0] != 0.0 or t_des[1] != 0.0 or t_des[2] != 0.0):
-        _rate_limited_torque(rot0, i0inv, base_inertia, w_model_b, dt, params[P_BASE_RATE_MAX], t_des)
+        _rate_limited_torque(rot0, i0inv, base_inertia, w_now, dt, params[P_BASE_RATE_MAX], t_des)
     if mode == MOMENTUM_GIVEN:
         _closing_torque(arena, top, rot0, wm_b, w_model_b, base_inertia, dt, t_des)
     z_extra, top = _zeros(arena, top, (n,))
@@ -1425,7 +1429,7 @@ def controller_step(q, qd, base_pos, base_quat, base_w, base_v, have_base, momen
                  params[P_J_SIGMA_M], params[P_J_DAMP_M], params[P_K_NULL], params[P_K_LIMIT], z_extra, qdd, diag)
     # the base-rate bound (eq. 2's torque turned into the base rate after the step)
     w_next, top = _empty(arena, top, (3,))
-    _next_base_rate(rot0, i0inv, base_inertia, w_model_b, mmat, nvec, qdd, dt, w_next)
+    _next_base_rate(rot0, i0inv, base_inertia, w_now, mmat, nvec, qdd, dt, w_next)
     rate = math.sqrt(w_next[0] * w_next[0] + w_next[1] * w_next[1] + w_next[2] * w_next[2])
     limit = params[P_BASE_RATE_MAX]
     status[S_RATE_BOUNDED] = 0.0
@@ -1434,7 +1438,7 @@ def controller_step(q, qd, base_pos, base_quat, base_w, base_v, have_base, momen
         status[S_RATE_BOUNDED] = 1.0
         status[S_RATE_SCALE], rate = _bound_base_rate(
             arena, top, jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows, reaction_rows, q_min, q_max, qd_max,
-            qdd_max, params, z_extra, rot0, i0inv, base_inertia, w_model_b, w_next, limit, qdd, diag)
+            qdd_max, params, z_extra, rot0, i0inv, base_inertia, w_now, w_next, limit, qdd, diag)
     status[S_BASE_RATE] = rate
     fault = 0.0
     for j in range(n):
