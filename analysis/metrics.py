@@ -141,6 +141,7 @@ class TrialMetrics:
     n_limited_ticks: int
     min_sigma_ratio: float
     near_reaction_boundary_s: float
+    base_rate_bounded_s: float
     contact_normal_speed_m_s: float
     contact_tangential_speed_m_s: float
     peak_contact_force_n: float
@@ -194,6 +195,8 @@ METRIC_DESCRIPTIONS: dict[str, str] = {
     "n_limited_ticks": "ticks with a joint limit clipped by the IK",
     "min_sigma_ratio": "smallest reaction-singularity gauge",
     "near_reaction_boundary_s": "time with the reaction-singularity gauge below 0.03 (the reaction-boundary fixture's margin)",
+    "base_rate_bounded_s": "time the slave's base-rate bound scaled the task down (the base would have turned "
+                           "faster than the bound; 0 for logs without the record)",
     "contact_normal_speed_m_s": "closing speed of tool on debris at the first contact point",
     "contact_tangential_speed_m_s": "tangential slip of tool on debris at the first contact point",
     "peak_contact_force_n": "largest norm of the tool's contact force on the debris",
@@ -490,6 +493,7 @@ def compute_metrics(trial: Trial) -> TrialMetrics:
         min_sigma_ratio=_nanmin(trial.frame[trial_log.SIGMA_RATIO].to_numpy(dtype=float)),
         near_reaction_boundary_s=_time_below(time_s, trial.frame[trial_log.SIGMA_RATIO].to_numpy(dtype=float),
                                              REACTION_BOUNDARY_MARGIN),
+        base_rate_bounded_s=_rate_bounded_s(trial, time_s),
         **contact_values,
         duration_s=float(time_s[-1]) - t0,
         n_ticks=n,
@@ -509,6 +513,16 @@ def _time_below(time_s: NDArray[np.float64], values: NDArray[np.float64], limit:
         return 0.0
     period = float(np.median(np.diff(time_s)))
     return float(np.count_nonzero(values < limit)) * period
+
+
+def _rate_bounded_s(trial: Trial, time_s: NDArray[np.float64]) -> float:
+    """Time [s] the slave's base-rate bound engaged (metadata ``base_rate_bound``: its
+    ticks times the period; 0 without the record)."""
+    record = trial.metadata.get("base_rate_bound") or {}
+    ticks = int(record.get("ticks") or 0)
+    if ticks == 0 or time_s.size < 2:
+        return 0.0
+    return ticks * float(np.median(np.diff(time_s)))
 
 
 def _logs_contact(trial: Trial) -> bool:
@@ -663,6 +677,7 @@ def _empty_metrics(trial: Trial) -> TrialMetrics:
         n_singular_ticks=0,
         n_limited_ticks=0,
         near_reaction_boundary_s=0.0,
+        base_rate_bounded_s=0.0,
         n_ticks=0,
         complete=trial.complete,
     )

@@ -138,7 +138,8 @@ FLAG_FAULT = "fault"  # non-finite value caught, backend error, or latched fault
 FLAG_WATCHDOG = "watchdog"  # the watchdog is ramping force down (stale loop or data)
 FLAG_REPLAN = "replan"  # the guidance recomputed its capture path on this tick
 FLAG_SINGULAR = "singular"  # the IK reported a (reaction) singularity on this tick
-FLAG_LIMITED = "limited"  # the IK clipped a joint position/velocity/acceleration limit
+#: the IK clipped a joint position/velocity/acceleration limit, or the base-rate bound scaled the task
+FLAG_LIMITED = "limited"
 FLAG_CONTACT = "contact"  # the capture tool touches the debris' fixture (a contact carrying force)
 FLAG_CAPTURED = "captured"  # the tool is closed: the debris is attached (post-capture phase, until it opens)
 #: The flags of format version 1 (the first eight of :data:`FLAGS`).
@@ -234,6 +235,8 @@ METADATA_KEYS = {
                     "momentum-keeping correction; null or absent while it never did); null without a task",
     "tick_path": "object (optional): fused (bool: the servo tick ran as two compiled calls around the plant, "
                  "trials.fused), reason (what was fused, or why the tick ran stage by stage)",
+    "base_rate_bound": "object (optional): bound_rad_s, ticks, first_s, last_s: the slave's base angular-rate "
+                       "bound and the ticks on which it scaled the task (robot.slave; times null: never)",
     "write_error": "str, why writing the file failed (only after a failed write)",
     "rows": "int, rows in the file (written by the recorder)",
 }

@@ -64,12 +64,16 @@ _TASK_SCALE_MIN = -math.inf
 # Layout of the float parameter vector of controller_step (see robot.slave).
 P_DT, P_KP, P_KD, P_SOLVER, P_SIGMA_THRESHOLD, P_DAMP_MAX, P_J_SIGMA_M, P_J_DAMP_M = range(8)
 P_K_ATT, P_K_RATE, P_K_NULL, P_K_LIMIT, P_FEEDBACK, P_K_SIGMA, P_FEEDBACK_MAX, P_MOMENTUM = range(8, 16)
-N_PARAMS = 16
+P_BASE_RATE_MAX = 16  # the base angular-rate bound [rad/s] (inf: off); see controller_step
+N_PARAMS = 17
 
 # Layout of the float status vector written by controller_step.
 S_EE, S_EE_V, S_TORQUE = 0, 3, 6
 S_SIGMA_RATIO, S_SINGULAR, S_LIMITED, S_RESIDUAL, S_M_NORM, S_FAULT = 9, 10, 11, 12, 13, 14
-N_STATUS = 15
+# the base-rate bound: the predicted |base angular velocity| after the tick [rad/s], the
+# bound engaged (0/1), the task scale it chose (1: the task untouched)
+S_BASE_RATE, S_RATE_BOUNDED, S_RATE_SCALE = 15, 16, 17
+N_STATUS = 18
 
 # params[P_MOMENTUM]: what system angular momentum the dynamics terms assume.
 MOMENTUM_ZERO, MOMENTUM_MEASURED, MOMENTUM_GIVEN = 0.0, 1.0, 2.0
@@ -1281,6 +1285,25 @@ def controller_step(q, qd, base_pos, base_quat, base_w, base_v, have_base, momen
     its norm capped at ``params[P_FEEDBACK_MAX]``),
     solves the IK and integrates: ``qd_cmd = qd + qdd dt``, ``q_cmd = q + qd dt + qdd dt^2/2``.
 
+    **The base-rate bound** (``params[P_BASE_RATE_MAX]`` [rad/s], ``inf``: off): the base
+    angular velocity predicted after the step (:func:`_next_base_rate`: the measured base
+    rate now, the model's without a base state, plus eq. 2's torque over one step) is kept
+    within the bound.
+    Where the IK's solution would exceed it (it gave up the reaction: the joint bounds left no
+    reactionless solution, or ``singularity_priority`` ``task`` at a reaction singularity),
+    the task is scaled instead (:func:`_bound_base_rate`: the end effector lags, the base
+    does not turn faster), ``status[S_RATE_BOUNDED]`` is set, ``status[S_RATE_SCALE]``
+    holds the scale and ``status[S_LIMITED]`` is set when the task was scaled. Not for the
+    pseudoinverse (the baseline shows what the base would feel), nor on the tick the tool
+    closes (its base torque is asked for), nor while an external force acts on the tool
+    (``ext_force``: a contact, whose force follows the tool's motion; scaling the task
+    there stiffens the arm against the debris, measured to turn the base more). A base
+    already turning faster than the bound (model-plant mismatch at the bound, a
+    disturbance) is let through only the task that slows it; the base feedback's torque
+    (itself limited so that it never drives the rate beyond the bound,
+    :func:`_rate_limited_torque`) brings it back under.
+    ``status[S_BASE_RATE]`` is the predicted rate after the step on every tick.
+
     Args:
         q, qd: (n,) measured joint state; base_pos (3,), base_quat (4,) xyzw,
             base_w (3,) [rad/s], base_v (3,) [m/s]: measured base state (task frame);
@@ -1383,6 +1406,17 @@ def controller_step(q, qd, base_pos, base_quat, base_w, base_v, have_base, momen
         if mag > params[P_FEEDBACK_MAX]:
             for r in range(3):
                 t_des[r] *= params[P_FEEDBACK_MAX] / mag
+    i0inv, top = _empty(arena, top, (3, 3))
+    _inverse3(base_inertia, i0inv)
+    # not while a contact pushes the tool: the contact force follows the tool's motion, so
+    # the one-step prediction fails there and scaling the task stiffens the arm against it
+    bounded = (params[P_SOLVER] != SOLVER_PINV and mode != MOMENTUM_GIVEN
+               and ext_force[0] == 0.0 and ext_force[1] == 0.0 and ext_force[2] == 0.0)
+    # the base rate now: the measured one where the base is known (after a contact the
+    # zero-momentum model's Om qd is not the base's rate), else the model's
+    w_now = wm_b if have_base > 0 else w_model_b
+    if bounded and (t_des[0] != 0.0 or t_des[1] != 0.0 or t_des[2] != 0.0):
+        _rate_limited_torque(rot0, i0inv, base_inertia, w_now, dt, params[P_BASE_RATE_MAX], t_des)
     if mode == MOMENTUM_GIVEN:
         _closing_torque(arena, top, rot0, wm_b, w_model_b, base_inertia, dt, t_des)
     z_extra, top = _zeros(arena, top, (n,))
@@ -1393,6 +1427,19 @@ def controller_step(q, qd, base_pos, base_quat, base_w, base_v, have_base, momen
     _solve_ik_in(arena, top, jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows, reaction_rows, q_min, q_max,
                  qd_max, qdd_max, dt, params[P_SOLVER], params[P_SIGMA_THRESHOLD], params[P_DAMP_MAX],
                  params[P_J_SIGMA_M], params[P_J_DAMP_M], params[P_K_NULL], params[P_K_LIMIT], z_extra, qdd, diag)
+    # the base-rate bound (eq. 2's torque turned into the base rate after the step)
+    w_next, top = _empty(arena, top, (3,))
+    _next_base_rate(rot0, i0inv, base_inertia, w_now, mmat, nvec, qdd, dt, w_next)
+    rate = math.sqrt(w_next[0] * w_next[0] + w_next[1] * w_next[1] + w_next[2] * w_next[2])
+    limit = params[P_BASE_RATE_MAX]
+    status[S_RATE_BOUNDED] = 0.0
+    status[S_RATE_SCALE] = 1.0
+    if bounded and rate > limit:
+        status[S_RATE_BOUNDED] = 1.0
+        status[S_RATE_SCALE], rate = _bound_base_rate(
+            arena, top, jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows, reaction_rows, q_min, q_max, qd_max,
+            qdd_max, params, z_extra, rot0, i0inv, base_inertia, w_now, w_next, limit, qdd, diag)
+    status[S_BASE_RATE] = rate
     fault = 0.0
     for j in range(n):
         if not (math.isfinite(qdd[j]) and math.isfinite(q[j]) and math.isfinite(qd[j])):
@@ -1416,6 +1463,163 @@ def controller_step(q, qd, base_pos, base_quat, base_w, base_v, have_base, momen
     status[S_RESIDUAL] = diag[5]
     status[S_M_NORM] = diag[1]
     status[S_FAULT] = fault
+
+
+@njit(cache=True, error_model="numpy")
+def _next_base_rate(rot0, i0inv, base_inertia, w0, mmat, nvec, qdd, dt, out):
+    """The base's angular velocity after one step [rad/s], base frame, as eq. 2 predicts it:
+    ``w0 + dt I0⁻¹ (R0ᵀ (M q̈ + n) − w0 x I0 w0)`` (``M q̈ + n`` is the rate of change of
+    the base's own angular momentum, task frame; ``w0`` the model's base rate now, base
+    frame; ``i0inv = I0⁻¹``). With the reaction kept (``M q̈ + n = 0``) the base's
+    momentum stays, and so does its rate up to the gyroscopic term."""
+    t0 = nvec[0]
+    t1 = nvec[1]
+    t2 = nvec[2]
+    for j in range(qdd.shape[0]):
+        t0 += mmat[0, j] * qdd[j]
+        t1 += mmat[1, j] * qdd[j]
+        t2 += mmat[2, j] * qdd[j]
+    h0 = base_inertia[0, 0] * w0[0] + base_inertia[0, 1] * w0[1] + base_inertia[0, 2] * w0[2]
+    h1 = base_inertia[1, 0] * w0[0] + base_inertia[1, 1] * w0[1] + base_inertia[1, 2] * w0[2]
+    h2 = base_inertia[2, 0] * w0[0] + base_inertia[2, 1] * w0[1] + base_inertia[2, 2] * w0[2]
+    d0 = rot0[0, 0] * t0 + rot0[1, 0] * t1 + rot0[2, 0] * t2 - (w0[1] * h2 - w0[2] * h1)
+    d1 = rot0[0, 1] * t0 + rot0[1, 1] * t1 + rot0[2, 1] * t2 - (w0[2] * h0 - w0[0] * h2)
+    d2 = rot0[0, 2] * t0 + rot0[1, 2] * t1 + rot0[2, 2] * t2 - (w0[0] * h1 - w0[1] * h0)
+    for r in range(3):
+        out[r] = w0[r] + dt * (i0inv[r, 0] * d0 + i0inv[r, 1] * d1 + i0inv[r, 2] * d2)
+
+
+@njit(cache=True, error_model="numpy")
+def _largest_scale(a, b, c):
+    """For ``w(s) = w0 + s dw`` with ``a = |dw|²``, ``b = w0·dw``, ``c = |w0|² − limit²``:
+    the largest ``s`` in [0, 1] with ``|w(s)| <= limit`` where ``|w0| <= limit``, else the
+    ``s`` in [0, 1] nearest to meeting it (the minimiser of ``|w(s)|``); 1 where ``w``
+    does not depend on ``s``."""
+    if a <= 1e-300:
+        return 1.0
+    if c <= 0.0:  # the root of |w(s)|^2 = limit^2 beyond s = 0
+        return min(1.0, (-b + math.sqrt(max(b * b - a * c, 0.0))) / a)
+    return min(1.0, max(0.0, -b / a))
+
+
+@njit(cache=True, error_model="numpy")
+def _rate_limited_torque(rot0, i0inv, base_inertia, w0, dt, limit, t_des):
+    """Scale the desired base torque ``t_des`` (task frame: the base feedback) by the
+    largest factor in [0, 1] that keeps the base rate after the step within ``limit``
+    (:func:`_next_base_rate` with the reaction met, ``M q̈ + n = t_des``), or, with the
+    base already faster than ``limit``, by the factor that slows it most: the feedback
+    brings the attitude back no faster than the base-rate bound allows."""
+    h0 = base_inertia[0, 0] * w0[0] + base_inertia[0, 1] * w0[1] + base_inertia[0, 2] * w0[2]
+    h1 = base_inertia[1, 0] * w0[0] + base_inertia[1, 1] * w0[1] + base_inertia[1, 2] * w0[2]
+    h2 = base_inertia[2, 0] * w0[0] + base_inertia[2, 1] * w0[1] + base_inertia[2, 2] * w0[2]
+    g0 = -(w0[1] * h2 - w0[2] * h1)
+    g1 = -(w0[2] * h0 - w0[0] * h2)
+    g2 = -(w0[0] * h1 - w0[1] * h0)
+    t0 = rot0[0, 0] * t_des[0] + rot0[1, 0] * t_des[1] + rot0[2, 0] * t_des[2]
+    t1 = rot0[0, 1] * t_des[0] + rot0[1, 1] * t_des[1] + rot0[2, 1] * t_des[2]
+    t2 = rot0[0, 2] * t_des[0] + rot0[1, 2] * t_des[1] + rot0[2, 2] * t_des[2]
+    a = 0.0
+    b = 0.0
+    c = -limit * limit
+    for r in range(3):
+        wf = w0[r] + dt * (i0inv[r, 0] * g0 + i0inv[r, 1] * g1 + i0inv[r, 2] * g2)  # no torque
+        dw = dt * (i0inv[r, 0] * t0 + i0inv[r, 1] * t1 + i0inv[r, 2] * t2)  # the torque's part
+        a += dw * dw
+        b += wf * dw
+        c += wf * wf
+    f = _largest_scale(a, b, c)
+    for r in range(3):
+        t_des[r] *= f
+
+
+@njit(cache=True, error_model="numpy")
+def _bound_base_rate(arena, top, jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows, reaction_rows, q_min, q_max,
+                     qd_max, qdd_max, params, z_extra, rot0, i0inv, base_inertia, w0, w_next, limit, qdd, diag):
+    """Keep the predicted base rate within ``limit`` by scaling the task (controller_step).
+
+    ``qdd`` (the IK's solution for the task ``xdd``, whose predicted base rate
+    ``w_next`` exceeds ``limit``) is replaced by ``q̈(s) = q̈₀ + s (q̈₁ − q̈₀)``, with
+    ``q̈₁`` that solution and ``q̈₀`` the IK's solution for the task scaled to nothing
+    (``ẍ = J̇q̇``, i.e. ``J q̈ = 0``: the same bounds, secondary term and desired base
+    torque) with the reaction first at a reaction singularity
+    (``SOLVER_LSE_REACTION_FIRST`` whatever the solver: there the reaction stays hard and
+    what is left of the task gives way). Both lie within the joint bounds, so every blend does (the bounds are a
+    box); the task rows get ``J q̈(s) = (1 − s) J q̈₀ + s J q̈₁`` (``s (ẍ − J̇q̇)`` where
+    both meet their tasks) and the predicted rate ``w(s) = w₀ + s (w₁ − w₀)`` is affine
+    in ``s``: the largest ``s`` in [0, 1] with ``|w(s)| <= limit`` is a root of a
+    quadratic (:func:`_largest_scale`). Where even ``s = 0`` exceeds the limit (the joint
+    bounds alone force a torque on the base), ``s`` minimises ``|w(s)|`` on [0, 1]
+    instead and the bound is not met (the returned rate exceeds ``limit``); where ``q̈₀``
+    is not finite, ``q̈₁`` is kept (``s = 1``). ``diag`` is refreshed for the blend
+    (limited set when ``s < 1``; the residuals recomputed). Returns ``(s, |w(s)|)``.
+    Scratch from ``arena[top:]``."""
+    n = qdd.shape[0]
+    q1, top = _empty(arena, top, (n,))
+    x0, top = _empty(arena, top, (3,))
+    w1, top = _empty(arena, top, (3,))
+    for j in range(n):
+        q1[j] = qdd[j]
+    for r in range(3):
+        x0[r] = jdqd[r]
+        w1[r] = w_next[r]
+    saved, top = _empty(arena, top, (8,))
+    for k in range(8):
+        saved[k] = diag[k]
+    limited = diag[4]
+    iterations = diag[6]
+    sigma = diag[0]
+    _solve_ik_in(arena, top, jac, jdqd, mmat, nvec, x0, t_des, q, qd, task_rows, reaction_rows, q_min, q_max,
+                 qd_max, qdd_max, params[P_DT], SOLVER_LSE_REACTION_FIRST, params[P_SIGMA_THRESHOLD],
+                 params[P_DAMP_MAX], params[P_J_SIGMA_M], params[P_J_DAMP_M], params[P_K_NULL], params[P_K_LIMIT],
+                 z_extra, qdd, diag)
+    _next_base_rate(rot0, i0inv, base_inertia, w0, mmat, nvec, qdd, params[P_DT], w_next)  # w(0)
+    finite = True
+    for j in range(n):
+        finite = finite and math.isfinite(qdd[j])
+    if not finite:  # no quiet solution here: keep the IK's (the bound not met, reported)
+        rate2 = 0.0
+        for r in range(3):
+            w_next[r] = w1[r]
+            rate2 += w1[r] * w1[r]
+        for j in range(n):
+            qdd[j] = q1[j]
+        for k in range(8):
+            diag[k] = saved[k]
+        return 1.0, math.sqrt(rate2)
+    a = 0.0
+    b = 0.0
+    c = -limit * limit
+    for r in range(3):
+        dr = w1[r] - w_next[r]
+        a += dr * dr
+        b += w_next[r] * dr
+        c += w_next[r] * w_next[r]
+    s = _largest_scale(a, b, c)
+    rate2 = 0.0
+    for r in range(3):
+        wr = w_next[r] + s * (w1[r] - w_next[r])
+        w_next[r] = wr
+        rate2 += wr * wr
+    for j in range(n):
+        qdd[j] = qdd[j] + s * (q1[j] - qdd[j])
+    res = 0.0
+    for a_ in range(task_rows.shape[0]):
+        acc = jdqd[task_rows[a_]] - xdd[task_rows[a_]]
+        for j in range(n):
+            acc += jac[task_rows[a_], j] * qdd[j]
+        res += acc * acc
+    react = 0.0
+    for a_ in range(reaction_rows.shape[0]):
+        acc = nvec[reaction_rows[a_]] - t_des[reaction_rows[a_]]
+        for j in range(n):
+            acc += mmat[reaction_rows[a_], j] * qdd[j]
+        react += acc * acc
+    diag[0] = sigma
+    diag[4] = 1.0 if s < 1.0 else limited
+    diag[5] = math.sqrt(res)
+    diag[6] = iterations + diag[6]
+    diag[7] = math.sqrt(react)
+    return s, math.sqrt(rate2)
 
 
 @njit(cache=True, error_model="numpy")

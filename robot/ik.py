@@ -31,6 +31,12 @@ Robustness:
   position normalised to [−1, 1] over its range) damps self-motion and pushes away from
   limits; for LSE it acts only in what is left of the null space after the reaction
   constraint (one degree of freedom for the 7-joint arm, none for the planar 3R).
+* **Base-rate bound** (the controller tick only, :func:`robot._kernels.controller_step`).
+  The base angular velocity the momentum model predicts after each step is kept within
+  ``IKSettings.base_rate_max_rad_s``: where the solution above would turn the base faster
+  (no reactionless solution within the joint bounds, or ``task`` priority at a reaction
+  singularity) the task is scaled instead and the base feedback's torque limited to what
+  the bound allows; the tick reports it (``SlaveStatus.rate_bounded``, ``rate_scale``).
 * **Base feedback.** The controller asks for ``T_des = −I_w (k_att θ + k_rate ω)`` from
   the measured base attitude ``θ`` (rotation vector) and rate ``ω``, its norm capped at
   ``feedback_torque_max_n_m``, so drift that servo errors put into the base is driven
@@ -40,6 +46,7 @@ Robustness:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -59,6 +66,9 @@ REASON_OK = "ok"
 REASON_LIMITED = "joint limit"
 REASON_SINGULAR = "reaction singularity (damped)"
 REASON_TASK = "task not met (limits or singularity)"
+
+#: Default base angular-rate bound [rad/s]: 1° over 20 s (:attr:`IKSettings.base_rate_max_rad_s`).
+BASE_RATE_MAX_RAD_S = math.radians(1.0) / 20.0
 
 
 @dataclass(frozen=True)
@@ -107,6 +117,20 @@ class IKSettings:
             debris' momentum, and with ``zero`` the model's base rate and end-effector
             velocity are wrong by it (measured on the planar arm with a payload ten times
             its mass: docs/capture.md).
+        base_rate_max_rad_s: the base angular-rate bound [rad/s] of the controller tick
+            (LSE only; ``inf``: off). The base rate the momentum model predicts after
+            each step (eq. 2's torque on the base's momentum) is kept within it by
+            scaling the task: where the joint bounds leave no reactionless solution, or
+            at a reaction singularity with ``singularity_priority = "task"``, the end
+            effector lags instead of the base turning faster, and the tick reports it
+            (``SlaveStatus.rate_bounded``); the base feedback's torque is limited to it
+            too. Off on the tick the tool closes and while a contact pushes the tool
+            (see :func:`robot._kernels.controller_step`).
+            Default :data:`BASE_RATE_MAX_RAD_S`: 1° over 20 s, so a base held at the
+            bound for the longest trial of the documented 3-D family (time limit
+            19.5 s) still turns less than the family's 1° criterion. Inactive in
+            reactionless tracking, where the rate stays at its start (measured: below
+            1e-6 rad/s).
     """
 
     sigma_threshold: float = 0.01
@@ -122,8 +146,11 @@ class IKSettings:
     sigma_gain: float = 50.0
     singularity_priority: str = "reaction"
     system_momentum: str = "zero"
+    base_rate_max_rad_s: float = BASE_RATE_MAX_RAD_S
 
     def __post_init__(self) -> None:
+        if not self.base_rate_max_rad_s > 0.0:
+            raise ValueError(f"base_rate_max_rad_s must be > 0 (inf: no bound), got {self.base_rate_max_rad_s}")
         if self.system_momentum not in SYSTEM_MOMENTA:
             raise ValueError(f"system_momentum must be one of {', '.join(SYSTEM_MOMENTA)}, "
                              f"got {self.system_momentum!r}")
@@ -186,6 +213,7 @@ def settings_vector(settings: IKSettings, solver: str, dt_s: float, k_p: float, 
     params[kern.P_K_SIGMA] = settings.sigma_gain
     params[kern.P_FEEDBACK_MAX] = settings.feedback_torque_max_n_m
     params[kern.P_MOMENTUM] = kern.MOMENTUM_MEASURED if settings.system_momentum == "measured" else kern.MOMENTUM_ZERO
+    params[kern.P_BASE_RATE_MAX] = settings.base_rate_max_rad_s
     return params
 
 

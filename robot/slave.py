@@ -21,6 +21,7 @@ for that tick and counts it in :attr:`SlaveController.fault_count`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -48,13 +49,19 @@ class SlaveStatus:
         qdd_rad_s2: (n,) chosen joint accelerations [rad/s^2].
         sigma_ratio: σ_min(M (I − J⁺J)) / ‖M‖ (reaction-singularity gauge).
         singular: sigma_ratio under the damping threshold.
-        limited: a joint limit was active.
+        limited: a joint limit was active, or the base-rate bound scaled the task.
         residual: eq. 1 residual over the task rows [m/s^2] (non-zero when a joint limit
             made the IK scale the task down rather than push on the base).
         jacobian_pinv: (n, 3) ``∂q/∂x`` [rad/m]: the pseudoinverse of the Generalized
             Jacobian's task rows at the measured state (task frame; damped like the IK's
             near kinematic singularities; planar: the z column is zero).
         fault: the tick's inputs or solution were non-finite; the last good command was held.
+        base_rate_rad_s: |base angular velocity| the momentum model predicts after the
+            step [rad/s] (eq. 2's torque on the base; the base-rate bound's gauge).
+        rate_bounded: the base-rate bound engaged on this tick (the IK's solution would
+            have turned the base faster than ``IKSettings.base_rate_max_rad_s``).
+        rate_scale: the task scale the bound chose (1: the task untouched; the end
+            effector lags where it is below 1).
     """
 
     n_joints: int
@@ -69,6 +76,9 @@ class SlaveStatus:
     limited: bool = False
     residual: float = 0.0
     fault: bool = False
+    base_rate_rad_s: float = 0.0
+    rate_bounded: bool = False
+    rate_scale: float = 1.0
 
     def __post_init__(self) -> None:
         self.qdd_rad_s2 = np.zeros(self.n_joints)
@@ -132,6 +142,11 @@ class SlaveController:
         self._jac_pinv = self._status.jacobian_pinv
         self._arena = np.empty(kern.arena_size(n))  # the compiled tick's scratch space
         self.fault_count = 0
+        #: ticks on which the base-rate bound engaged, and the first and last of them [s]
+        #: (NaN: never); see ``IKSettings.base_rate_max_rad_s``
+        self.rate_bound_ticks = 0
+        self.rate_bound_first_s = math.nan
+        self.rate_bound_last_s = math.nan
         self.payload: Payload | None = None
         self._priority_before = self.settings.singularity_priority  # what attach_payload overrode
         self._momentum_l = np.zeros(3)  # the system's angular momentum for the closing tick
@@ -236,6 +251,14 @@ class SlaveController:
         return Payload(payload.mass_kg, com, inertia, velocity_m_s=payload.velocity_m_s,
                        angular_velocity_rad_s=payload.angular_velocity_rad_s)
 
+    def rate_bound_metadata(self) -> dict[str, float | int | None]:
+        """What the base-rate bound did over the run, for the trial log's metadata:
+        ``bound_rad_s``, ``ticks`` (the bound engaged), ``first_s``, ``last_s`` (None: never)."""
+        engaged = self.rate_bound_ticks > 0
+        return {"bound_rad_s": self.settings.base_rate_max_rad_s, "ticks": self.rate_bound_ticks,
+                "first_s": self.rate_bound_first_s if engaged else None,
+                "last_s": self.rate_bound_last_s if engaged else None}
+
     @property
     def status(self) -> SlaveStatus:
         """The status the last :meth:`step` refilled (the same instance every tick)."""
@@ -283,12 +306,21 @@ class SlaveController:
             self._params[kern.P_MOMENTUM] = kern.MOMENTUM_MEASURED
         status = self._status
         status.t_s = t_s
-        sigma_ratio, singular, limited, residual, _, fault = sv[kern.S_SIGMA_RATIO:kern.S_FAULT + 1].tolist()
+        sigma_ratio, singular, limited, residual, _, fault, rate, bounded, scale = (
+            sv[kern.S_SIGMA_RATIO:kern.S_RATE_SCALE + 1].tolist())
         status.sigma_ratio = sigma_ratio
         status.singular = singular > 0.0
         status.limited = limited > 0.0
         status.residual = residual
         status.fault = fault > 0.0
+        status.base_rate_rad_s = rate
+        status.rate_bounded = bounded > 0.0
+        status.rate_scale = scale
+        if bounded > 0.0:
+            self.rate_bound_ticks += 1
+            self.rate_bound_last_s = t_s
+            if self.rate_bound_ticks == 1:
+                self.rate_bound_first_s = t_s
         if status.fault:  # the kernel left the last good command in place
             self.fault_count += 1
             status.jacobian_pinv[:] = 0.0  # never hand a non-finite map downstream

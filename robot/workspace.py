@@ -73,9 +73,12 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
+from capture_trainer.kernel_cache import depends_on
 from robot import _kernels as kern
 from robot.ik import IKSettings, settings_vector
 from robot.models import ManipulatorModel
+
+depends_on(__file__, kern)  # the kernels below compile robot._kernels' into themselves
 
 #: Servo period of the simulated controller [s] (the real one runs at 1 ms; see the docs
 #: for the comparison).

@@ -27,9 +27,14 @@ from numba.core.imputils import impl_ret_untracked
 from numba.extending import intrinsic
 from numba.np.arrayobj import make_array, populate_array
 
+from capture_trainer.kernel_cache import depends_on
 from guidance import _kernels as gk
 from haptics import _kernels as hk
 from robot import _kernels as rk
+
+# the kernels below compile the stages' kernels into themselves: their cache must go
+# stale with those modules too, not only with this file
+depends_on(__file__, gk, hk, rk)
 
 # ---------------------------------------------------------------- the address table
 (A_OP_S, A_OP_P, A_OP_VEC, A_OP_COEF, A_OP_NOISE, A_OP_RING,

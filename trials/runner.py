@@ -231,7 +231,8 @@ class Trial:
                 "tick_path": self.tick.path.as_dict(),
                 "link_delay": None if link is None else link.metadata(),
                 "compensator": None if self.tick.compensator is None else self.tick.compensator.metadata(),
-                "post_capture": None if self.tick.post is None else self.tick.post.metadata()}
+                "post_capture": None if self.tick.post is None else self.tick.post.metadata(),
+                "base_rate_bound": self.tick.parts.slave.rate_bound_metadata()}
 
     def abort(self, reason: str) -> None:
         """Stop after a failure or a user abort; the recorded data is kept, incomplete."""

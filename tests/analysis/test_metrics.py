@@ -245,3 +245,12 @@ def test_time_near_the_reaction_boundary_counts_the_ticks_below_the_margin() -> 
     sigma[100:337] = REACTION_BOUNDARY_MARGIN * 0.5
     sigma[600] = REACTION_BOUNDARY_MARGIN  # at the margin: not below
     assert _time_below(time_s, sigma, REACTION_BOUNDARY_MARGIN) == pytest.approx(0.237, abs=1e-12)
+
+
+def test_time_the_base_rate_bound_engaged_comes_from_the_log_record(factory, synth):
+    """250 bound ticks at 1 kHz -> 0.25 s; a log without the record (older) -> 0."""
+    columns = synth.approach()
+    record = {"bound_rad_s": 8.7e-4, "ticks": 250, "first_s": 0.5, "last_s": 0.9}
+    with_record = trial_metrics(factory.write("bounded", columns, base_rate_bound=record))
+    assert with_record.base_rate_bounded_s == pytest.approx(250 * synth.DT_S, rel=1e-9)
+    assert trial_metrics(factory.write("older", columns)).base_rate_bounded_s == 0.0

@@ -15,6 +15,7 @@ from capture_trainer import trial_log
 from capture_trainer.errors import TrialError
 from trials.clocks import PacedClock
 from capture_trainer.trial_log import read_trial_log as read_trial
+from robot.ik import BASE_RATE_MAX_RAD_S
 from trials.runner import TrialRequest, build_trial, run_trial
 
 
@@ -54,6 +55,9 @@ def test_trial_file_has_the_contract_columns_and_metadata(short_scenario: Path, 
     assert meta["complete"] is True and meta["condition"] == "apf" and meta["run_seed"] == 3
     assert meta["device"]["max_force_n"] > 0
     assert meta["servo_timing"]["ticks"] == 600
+    # the base-rate bound's record: the slave's bound, never engaged in this trial
+    assert meta["base_rate_bound"] == {"bound_rad_s": BASE_RATE_MAX_RAD_S, "ticks": 0, "first_s": None,
+                                       "last_s": None}
     t = table[trial_log.TIME].to_numpy()
     np.testing.assert_allclose(np.diff(t), 1e-3, rtol=1e-9)
     actuated = np.stack([table[c].to_numpy() for c in trial_log.DEVICE_FORCE_ACTUATED], axis=1)
