@@ -33,6 +33,9 @@ guidance forces on the stylus move the hand. Sources (see docs/haptics.md):
   Ernst & Banks 2002 (Nature 415:429);
 * indexing (clutching) lets a small device span a large workspace: Conti & Khatib 2005
   (WHC); the hand presses and releases the engage button through the device;
+* interceptions are timed to when the target comes within reach: Tresilian 2005
+  (Percept. Psychophys. 67:129), Brenner & Smeets 1996; so the hand does not let go of
+  the arm (re-index) when the target is about to come within reach;
 * skill that changes with practice: ``haptics.learning`` (the model's assumption).
 
 Sign convention (``haptics.device``): the device force is the force on the stylus. The
