@@ -417,10 +417,14 @@ class HumanOperator:
             u = [m / dist for m in move]
             w = [self._gauss(), self._gauss(), self._gauss()]
             wu = sum(w[k] * u[k] for k in range(3))
-            err = [(w[k] - wu * u[k]) * p.lateral_k_s * mean_speed + along * u[k] for k in range(3)]
-            if self.guided:
-                cue = math.sqrt(1.0 - p.haptic_cue_weight)
-                err = [e * cue for e in err]
+            cue = math.sqrt(1.0 - p.haptic_cue_weight) if self.guided else 1.0
+            # Aim short by undershoot_z SDs of the endpoint error along the movement
+            # (an overshoot is an impact: Meyer et al. 1988; Elliott et al. 2004), at
+            # most the gap beyond the near surface.
+            short_sd = min(p.undershoot_z * p.endpoint_k_s * mean_speed * cue,
+                           max(0.0, gap_m - p.surface_offset_m))
+            err = [((w[k] - wu * u[k]) * p.lateral_k_s * mean_speed + along * u[k]) * cue - short_sd * u[k]
+                   for k in range(3)]
         else:
             err = [0.0, 0.0, 0.0]
         duration *= max(0.5, 1.0 + p.duration_sd * self._gauss())
