@@ -10,7 +10,9 @@ guidance forces on the stylus move the hand. Sources (see docs/haptics.md):
 * reaction / visuomotor correction delay 150-250 ms: Welford 1980, Day & Lyon 2000;
 * movement time grows with log2 of distance/width: Fitts 1954;
 * discrete, overlapping corrective submovements: Meyer et al. 1988 (Psychol. Rev. 95:340),
-  Novak et al. 2000; intermittent re-planning at 2-5 Hz: Craik 1947, Gawthrop et al. 2011;
+  Novak et al. 2000; primary submovements planned short where an overshoot costs more
+  (the undershoot bias): Elliott et al. 2004 (J. Mot. Behav. 36:339), 2010 (Psychol.
+  Bull. 136:1023); intermittent re-planning at 2-5 Hz: Craik 1947, Gawthrop et al. 2011;
 * endpoint impedance of the arm: mass 1-2 kg, stiffness 200-800 N/m, damping 5-30 N s/m
   (Mussa-Ivaldi et al. 1985, Dolan et al. 1993, Burdet et al. 2001); co-contraction raises
   stiffness, relaxing lowers it (Burdet 2001, Franklin 2008); co-contraction (stiffness

@@ -133,3 +133,41 @@ def test_operator_re_indexes_for_a_receding_target_with_a_full_stroke() -> None:
     # The target was outside the workspace in the hand's frame when it clutched.
     offset = run["target"][presses[0], 0] - run["cmd"][presses[0], 0] + x[presses[0]]
     assert offset > high
+
+
+def first_goal_m(undershoot_z: float, distance_m: float, seed: int) -> float:
+    """The end point (x, device frame) of the expert's first submovement toward a still
+    target ``distance_m`` along +x, the hand and end effector at the origin."""
+    from dataclasses import replace
+
+    from haptics.operators import HumanOperator
+    from haptics.participants import PARTICIPANT_PRESETS
+
+    params = replace(PARTICIPANT_PRESETS["expert"], undershoot_z=undershoot_z)
+    op = HumanOperator(params, seed=seed)
+    op.reset(0.0, np.zeros(3), trial_seed=seed)
+    target, zero, out = np.array([distance_m, 0.0, 0.0]), np.zeros(3), np.zeros(3)
+    k = 0
+    while op.submovements == 0:
+        t = k * DT_S
+        op.perceive(t, target, zero, zero, zero)
+        op.drive(t, zero, zero, zero, out)
+        k += 1
+    return float(op._goal_x[0])
+
+
+def test_the_expert_aims_short_by_its_own_endpoint_sd() -> None:
+    # Same seed, same draws: the only difference is the undershoot, 1.5 SDs of the
+    # endpoint error along the movement, SD = k D / T (Meyer et al. 1988) with Fitts'
+    # T = a + b log2(1 + D/W) on the gap D (the target is still: the move is the gap).
+    from haptics.participants import PARTICIPANT_PRESETS
+
+    p = PARTICIPANT_PRESETS["expert"]
+    for distance in (0.05, 0.1):
+        duration = p.fitts_a_s + p.fitts_b_s * np.log2(1.0 + distance / p.fitts_width_m)
+        expected = 1.5 * p.endpoint_k_s * distance / duration
+        for seed in (1, 2):
+            shift = first_goal_m(0.0, distance, seed) - first_goal_m(1.5, distance, seed)
+            assert abs(shift - expected) < 1e-9, (distance, seed, shift, expected)
+    assert PARTICIPANT_PRESETS["expert"].undershoot_z == 1.5
+    assert PARTICIPANT_PRESETS["novice"].undershoot_z == 0.0
