@@ -74,6 +74,7 @@ SKILL_PARAMETERS = (
     "velocity_match_sd",
     "aim_through",
     "aim_through_sd",
+    "undershoot_z",
     "replan_interval_s",
     "noise_gain",
 )

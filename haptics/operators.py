@@ -10,7 +10,9 @@ guidance forces on the stylus move the hand. Sources (see docs/haptics.md):
 * reaction / visuomotor correction delay 150-250 ms: Welford 1980, Day & Lyon 2000;
 * movement time grows with log2 of distance/width: Fitts 1954;
 * discrete, overlapping corrective submovements: Meyer et al. 1988 (Psychol. Rev. 95:340),
-  Novak et al. 2000; intermittent re-planning at 2-5 Hz: Craik 1947, Gawthrop et al. 2011;
+  Novak et al. 2000; primary submovements planned short where an overshoot costs more
+  (the undershoot bias): Elliott et al. 2004 (J. Mot. Behav. 36:339), 2010 (Psychol.
+  Bull. 136:1023); intermittent re-planning at 2-5 Hz: Craik 1947, Gawthrop et al. 2011;
 * endpoint impedance of the arm: mass 1-2 kg, stiffness 200-800 N/m, damping 5-30 N s/m
   (Mussa-Ivaldi et al. 1985, Dolan et al. 1993, Burdet et al. 2001); co-contraction raises
   stiffness, relaxing lowers it (Burdet 2001, Franklin 2008); co-contraction (stiffness
@@ -33,6 +35,9 @@ guidance forces on the stylus move the hand. Sources (see docs/haptics.md):
   Ernst & Banks 2002 (Nature 415:429);
 * indexing (clutching) lets a small device span a large workspace: Conti & Khatib 2005
   (WHC); the hand presses and releases the engage button through the device;
+* interceptions are timed to when the target comes within reach: Tresilian 2005
+  (Percept. Psychophys. 67:129), Brenner & Smeets 1996; so the hand does not let go of
+  the arm (re-index) when the target is about to come within reach;
 * skill that changes with practice: ``haptics.learning`` (the model's assumption).
 
 Sign convention (``haptics.device``): the device force is the force on the stylus. The
@@ -235,6 +240,10 @@ class HumanOperator:
         # what was seen before the release is in the frame before the re-anchoring.
         self._release_t = math.inf
         self._last_gap_m = math.inf
+        self._reach_x = [0.0, 0.0, 0.0]
+        self._reach_v = [0.0, 0.0, 0.0]
+        self._reach_t = math.nan
+        self._holding = False
         self._press_t = math.nan
         self._press_x = [0.0, 0.0, 0.0]
         self._clutch_log: list[tuple[float, float, list[float]]] = []
@@ -353,6 +362,14 @@ class HumanOperator:
                     r[1 + k] += shift[k]
                     r[7 + k] += shift[k]
                 mid_clutch = mid_clutch or r[0] >= pressed_t
+        # Holding: the end effector was seen at the target (closer than two surface
+        # offsets, centre to end effector); it lets go of that belief only once it sees
+        # the target get away (farther than four).
+        seen_gap_m = math.sqrt(sum((r[1 + k] - r[7 + k]) ** 2 for k in range(3)))
+        if seen_gap_m < 2.0 * p.surface_offset_m:
+            self._holding = True
+        elif seen_gap_m > 4.0 * p.surface_offset_m:
+            self._holding = False
         tgt = [r[1 + k] + r[4 + k] * ex for k in range(3)]
         speed_factor = 1.0 + p.speed_weber * self._gauss()
         vt = [r[4 + k] * speed_factor for k in range(3)]
@@ -385,6 +402,12 @@ class HumanOperator:
         gap = [tgt[k] - ee[k] for k in range(3)]
         gap_m = math.sqrt(sum(g * g for g in gap))
         self._last_gap_m = gap_m
+        # Where the hand must go for the end effector to touch the target, and how that
+        # moves (the target in the hand's frame; used to decide when to re-index).
+        for k in range(3):
+            self._reach_x[k] = x0[k] + gap[k]
+            self._reach_v[k] = vt[k]
+        self._reach_t = t_s
         duration = max(p.min_duration_s, p.fitts_a_s + p.fitts_b_s * math.log2(1.0 + gap_m / p.fitts_width_m))
         move = [gap[k] + vt[k] * duration for k in range(3)]
         dist = math.sqrt(sum(m * m for m in move))
@@ -396,10 +419,14 @@ class HumanOperator:
             u = [m / dist for m in move]
             w = [self._gauss(), self._gauss(), self._gauss()]
             wu = sum(w[k] * u[k] for k in range(3))
-            err = [(w[k] - wu * u[k]) * p.lateral_k_s * mean_speed + along * u[k] for k in range(3)]
-            if self.guided:
-                cue = math.sqrt(1.0 - p.haptic_cue_weight)
-                err = [e * cue for e in err]
+            cue = math.sqrt(1.0 - p.haptic_cue_weight) if self.guided else 1.0
+            # Aim short by undershoot_z SDs of the endpoint error along the movement
+            # (an overshoot is an impact: Meyer et al. 1988; Elliott et al. 2004), at
+            # most the gap beyond the near surface.
+            short_sd = min(p.undershoot_z * p.endpoint_k_s * mean_speed * cue,
+                           max(0.0, gap_m - p.surface_offset_m))
+            err = [((w[k] - wu * u[k]) * p.lateral_k_s * mean_speed + along * u[k]) * cue - short_sd * u[k]
+                   for k in range(3)]
         else:
             err = [0.0, 0.0, 0.0]
         duration *= max(0.5, 1.0 + p.duration_sd * self._gauss())
@@ -439,37 +466,65 @@ class HumanOperator:
         self._next_plan_t = t_s + max(p.replan_interval_s, p.overlap * duration) * max(0.5, jitter)
 
     def _maybe_clutch(self, t_s: float, x: NDArray[np.float64], v: NDArray[np.float64]) -> None:
-        """Clutch (indexing) when the hand is within ``clutch_margin_m`` of a face of the
-        usable workspace (where it will be ``clutch_lookahead_s`` from now at its current
-        velocity) and its current plan goes on through that face (Conti & Khatib 2005):
-        release the engage button, move the stylus back to the middle of
-        the workspace along the axes that ran out (a minimum-jerk return), hold for
-        ``clutch_dwell_s`` and press again (:meth:`_release`)."""
+        """Clutch (indexing: Conti & Khatib 2005) when the current plan cannot be finished
+        inside the usable workspace and the target is not about to come within reach.
+
+        * Trigger: the hand, looking ``clutch_lookahead_s`` ahead at its velocity, is
+          within ``clutch_margin_m`` of a face and the plan goes on *through* that face
+          (its end point, or where its pursuit has taken it a look-ahead from now, lies
+          beyond the face). A plan that ends inside the workspace is finished first.
+        * Holding: no clutch while the hand holds the target (its last planned gap under
+          two surface offsets, or it has seen the end effector at the target, closer
+          than two surface offsets centre to end effector, and not yet seen it get
+          farther than four): letting go of the arm then would drop the debris.
+        * Within reach: re-indexing takes the return movement plus ``clutch_dwell_s``,
+          during which the arm holds still; if the target (seen in the hand's frame: where
+          the hand must go for the end effector to touch it, moving at its perceived
+          velocity) is inside the usable workspace now or enters it within that time, the
+          hand keeps going instead (interception is timed to when the target comes
+          within reach: Tresilian 2005; Brenner & Smeets 1996). A receding target is
+          tracked while it is reachable; once it has left the workspace the hand
+          re-indexes.
+        * Re-indexing: release the engage button and move the stylus (a minimum-jerk
+          return, Fitts duration) so that the plan's end point lands in the middle of the
+          workspace along each axis it is out on (clipped inside the workspace): the next
+          movement then fits, and a receding target gets a full stroke rather than half;
+          hold ``clutch_dwell_s`` and press again (:meth:`_release`).
+        """
         p = self.params
-        if self._last_gap_m < 2.0 * p.surface_offset_m:
+        if self._holding or self._last_gap_m < 2.0 * p.surface_offset_m:
             return  # holding on to the target: letting go of the arm would drop it
         margin = p.clutch_margin_m
         ahead = p.clutch_lookahead_s
-        low, high, goal = self._ws_low, self._ws_high, self._goal_x
-        for k in range(3):  # per tick: no allocation unless it clutches
+        low, high, goal, goal_v = self._ws_low, self._ws_high, self._goal_x, self._goal_v
+        s = self._s
+        plan_end_t = s[_k.S_PLAN_T0] + s[_k.S_PLAN_T]
+        run_on = t_s + ahead - plan_end_t
+        if run_on < 0.0:
+            run_on = 0.0
+        for k in range(3):  # per tick: no allocation unless it is about to clutch
             near = x[k] + v[k] * ahead
-            if (near > high[k] - margin and goal[k] > x[k]) or (near < low[k] + margin and goal[k] < x[k]):
+            end = goal[k] + goal_v[k] * run_on
+            if (near > high[k] - margin and end > high[k]) or (near < low[k] + margin and end < low[k]):
                 break
         else:
             return
-        out_axes = [k for k in range(3)
-                    if (x[k] + v[k] * ahead > high[k] - margin and goal[k] > x[k])
-                    or (x[k] + v[k] * ahead < low[k] + margin and goal[k] < x[k])]
-        self.buttons &= ~BUTTON_ENGAGE
-        self.clutches += 1
+        ends = [float(goal[k] + goal_v[k] * run_on) for k in range(3)]
         start = [self._plan_state(t_s, k) for k in range(3)]
         x0 = [start[k][0] + self._yield_x[k] for k in range(3)]
         v0 = [start[k][1] + self._yield_v[k] for k in range(3)]
         x1 = list(x0)
-        for k in out_axes:
-            x1[k] = 0.5 * (low[k] + high[k])
+        for k in range(3):
+            if ends[k] > high[k] or ends[k] < low[k]:
+                # Re-anchoring moves the plan's end by the hand's travel: put it mid-way.
+                lo, hi = low[k] + 2.0 * margin, high[k] - 2.0 * margin
+                x1[k] = min(hi, max(lo, x0[k] + 0.5 * (low[k] + high[k]) - ends[k]))
         dist = math.sqrt(sum((x1[k] - x0[k]) ** 2 for k in range(3)))
         duration = max(p.min_duration_s, p.fitts_a_s + p.fitts_b_s * math.log2(1.0 + dist / p.fitts_width_m))
+        if self._reachable_within(t_s, duration + p.clutch_dwell_s):
+            return
+        self.buttons &= ~BUTTON_ENGAGE
+        self.clutches += 1
         for k in range(3):
             quintic_coefficients(x0[k], v0[k], start[k][2], x1[k], 0.0, 0.0, duration, self._coef[k])
             self._goal_x[k] = x1[k]
@@ -477,11 +532,36 @@ class HumanOperator:
             self._yield_x[k] = 0.0
             self._yield_v[k] = 0.0
             self._press_x[k] = float(x[k])
-        self._s[_k.S_PLAN_T0] = t_s
-        self._s[_k.S_PLAN_T] = duration
+        s[_k.S_PLAN_T0] = t_s
+        s[_k.S_PLAN_T] = duration
         self._press_t = t_s
         self._release_t = t_s + duration + p.clutch_dwell_s
         self._next_plan_t = math.inf
+
+    def _reachable_within(self, t_s: float, horizon_s: float) -> bool:
+        """Whether the target, in the hand's frame as last planned (where the hand must go
+        for the end effector to touch it, moving at its perceived velocity), is inside the
+        usable workspace at some time in ``[t_s, t_s + horizon_s]`` (slab test)."""
+        lag = t_s - self._reach_t
+        if lag != lag:
+            return False
+        enter, leave = 0.0, horizon_s
+        for k in range(3):
+            pos = self._reach_x[k] + self._reach_v[k] * lag
+            vel = self._reach_v[k]
+            lo, hi = self._ws_low[k], self._ws_high[k]
+            if abs(vel) < 1e-12:
+                if pos < lo or pos > hi:
+                    return False
+                continue
+            t_a, t_b = (lo - pos) / vel, (hi - pos) / vel
+            if t_a > t_b:
+                t_a, t_b = t_b, t_a
+            enter = max(enter, t_a)
+            leave = min(leave, t_b)
+            if enter > leave:
+                return False
+        return True
 
     def _release(self, t_s: float, x: NDArray[np.float64]) -> None:
         """Press the engage button again: the mapping re-anchors the stylus where it is

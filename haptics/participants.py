@@ -46,6 +46,13 @@ class ParticipantParams:
             which is why unguided captures are fast). An interceptive habit that
             practice at a soft-capture task removes (expert 0); negative aims short.
         aim_through_sd: its SD across submovements (same units).
+        undershoot_z: how far short of the contact point a submovement aims, in SDs of
+            its own endpoint error along the movement (``endpoint_k_s`` D/T): when
+            overshooting costs more than undershooting, the primary submovement is
+            planned short so that few overshoot and a slow correction closes the rest
+            (Meyer et al. 1988; Elliott et al. 2004, 2010). Here an overshoot is an
+            impact; a skill that practice at the soft-capture task brings (expert 1.5:
+            about 7 % of submovements overshoot; novice 0, whose habit is to hit).
         surface_offset_m: submovements aim this far short of the target's centre, at
             its near surface as the operator sees it [m] (grasping aims at contact
             points, not at the object's centre: Smeets & Brenner 1999), so that the
@@ -122,6 +129,7 @@ class ParticipantParams:
     velocity_match_sd: float = 0.6
     aim_through: float = 0.2
     aim_through_sd: float = 0.1
+    undershoot_z: float = 0.0
     surface_offset_m: float = 0.005
     clutch_margin_m: float = 0.008
     clutch_dwell_s: float = 0.15
@@ -182,6 +190,7 @@ for _preset in (
         velocity_match_sd=0.25,
         aim_through=0.0,
         aim_through_sd=0.03,
+        undershoot_z=1.5,
         replan_interval_s=0.2,
         noise_gain=0.05,
         compliance=0.75,

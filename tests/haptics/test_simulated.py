@@ -106,6 +106,9 @@ def test_hand_force_is_reported() -> None:
         dev.read()
         dev.command_force(np.zeros(3))
         forces.append(dev.hand_force_n[0])
-    # The hand pushes the stylus toward the target (+x) to start the reach.
-    assert max(forces) > 0.5
+    # The hand pushes the stylus toward the target (+x) to start the reach: the feedforward
+    # alone peaks at M_ff * 5.77 D / T^2 (minimum-jerk peak acceleration) with M_ff =
+    # 1.25 kg, D ~ 0.042 m (0.05 m less the 5 mm surface offset and the expert's ~3 mm
+    # undershoot) and Fitts' T = 0.35 + 0.22 log2(1 + 5) = 0.92 s: ~0.36 N.
+    assert max(forces) > 0.3
     assert np.all(SimulatedDevice().hand_force_n == 0.0)
