@@ -250,7 +250,10 @@ METADATA_KEYS_ADDED_IN_V2 = frozenset({"outcome", "outcome_at_s", "outcome_reaso
                                        "guidance_authority", "guidance_schedule", "compensator"})
 
 #: Metadata keys that version 3 added.
-METADATA_KEYS_ADDED_IN_V3 = frozenset({"post_capture", "tick_path"})
+METADATA_KEYS_ADDED_IN_V3 = frozenset({"post_capture"})
+
+#: Metadata keys that version 4 added (optional: a trial writes them when they apply).
+METADATA_KEYS_ADDED_IN_V4 = frozenset({"tick_path", "base_rate_bound"})
 
 #: Longest text (any string in the metadata, at any depth, keys included) [UTF-8 bytes].
 #: The metadata is rewritten with every flush of a running trial, so it must stay small.

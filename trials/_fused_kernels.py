@@ -59,8 +59,12 @@ C_WS_LOW, C_WS_HIGH = 14, 17
 # lifted state
 (L_DEV_T, L_OP_ENGAGED, L_OP_NEXT_PLAN, L_OP_RELEASE, L_OP_LAST_GAP, L_OP_N_PERCEPTS, L_CLUTCHED, L_ATTACHED,
  L_SLAVE_FAULTS, L_REPLANNED, L_LAW_COUNT) = range(20, 31)
+# the participant's clutch decision (HumanOperator._maybe_clutch): constants, then lifted
+L_OP_HOLDING = 31
+C_OP_MIN_DURATION, C_OP_FITTS_A, C_OP_FITTS_B, C_OP_FITTS_W, C_OP_DWELL = range(32, 37)
+L_OP_REACH_T, L_OP_REACH_X, L_OP_REACH_V = 37, 38, 41
 # the law: up to MAX_TERMS terms of TERM_SIZE slots from LAW0: kind, scale, then its own
-LAW0, TERM_SIZE, MAX_TERMS = 32, 8, 6
+LAW0, TERM_SIZE, MAX_TERMS = 48, 8, 6
 N_SCALARS = LAW0 + TERM_SIZE * MAX_TERMS
 # term kinds
 T_NONE, T_DG, T_APF, T_WALLS, T_REACH, T_JOINTS, T_REACTION = range(7)
@@ -123,6 +127,63 @@ def _v3(tab, index):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
+def _would_clutch(tab, sc, t_s):  # type: ignore[no-untyped-def]
+    """Whether ``HumanOperator._maybe_clutch`` may clutch at ``t_s``: its trigger (near a
+    face with the plan going through it), then its veto (the target within reach before a
+    re-index would be over). Conservative: the veto is taken over a horizon a nanosecond
+    shorter, so a compiled rounding can only send a tick to Python, never keep one from it."""
+    x = _v3(tab, A_DEV_POS)
+    v = _v3(tab, A_DEV_VEL)
+    s = _af(tab, A_OP_S, (hk.N_STATE,))
+    vec = _af(tab, A_OP_VEC, (hk.N_VECTORS, 3))
+    coef = _af(tab, A_OP_COEF, (3, 6))
+    margin = sc[C_OP_MARGIN]
+    ahead = sc[C_OP_LOOKAHEAD]
+    run_on = t_s + ahead - (s[hk.S_PLAN_T0] + s[hk.S_PLAN_T])
+    if run_on < 0.0:
+        run_on = 0.0
+    trigger = False
+    for k in range(3):
+        near = x[k] + v[k] * ahead
+        end = vec[hk.V_GOAL_X, k] + vec[hk.V_GOAL_V, k] * run_on
+        if (near > sc[C_WS_HIGH + k] - margin and end > sc[C_WS_HIGH + k]) or \
+                (near < sc[C_WS_LOW + k] + margin and end < sc[C_WS_LOW + k]):
+            trigger = True
+    if not trigger:
+        return False
+    dist2 = 0.0
+    for k in range(3):
+        end = vec[hk.V_GOAL_X, k] + vec[hk.V_GOAL_V, k] * run_on
+        low, high = sc[C_WS_LOW + k], sc[C_WS_HIGH + k]
+        if end > high or end < low:
+            x0 = hk.plan_state(s, vec, coef, t_s, k)[0] + vec[hk.V_YIELD_X, k]
+            x1 = min(high - 2.0 * margin, max(low + 2.0 * margin, x0 + 0.5 * (low + high) - end))
+            dist2 += (x1 - x0) * (x1 - x0)
+    duration = max(sc[C_OP_MIN_DURATION],
+                   sc[C_OP_FITTS_A] + sc[C_OP_FITTS_B] * math.log2(1.0 + math.sqrt(dist2) / sc[C_OP_FITTS_W]))
+    lag = t_s - sc[L_OP_REACH_T]
+    if lag != lag:
+        return True
+    enter, leave = 0.0, duration + sc[C_OP_DWELL] - 1e-9
+    for k in range(3):
+        pos = sc[L_OP_REACH_X + k] + sc[L_OP_REACH_V + k] * lag
+        vel = sc[L_OP_REACH_V + k]
+        low, high = sc[C_WS_LOW + k], sc[C_WS_HIGH + k]
+        if abs(vel) < 1e-12:
+            if pos < low or pos > high:
+                return True
+            continue
+        t_a, t_b = (low - pos) / vel, (high - pos) / vel
+        if t_a > t_b:
+            t_a, t_b = t_b, t_a
+        enter = max(enter, t_a)
+        leave = min(leave, t_b)
+        if enter > leave:
+            return True
+    return False  # reachable in time: Python would keep going
+
+
+@njit(cache=True)
 def _operator_event(tab, sc, t_s):  # type: ignore[no-untyped-def]
     """Whether ``HumanOperator.drive`` at ``t_s`` runs Python this period (a clutch, a
     release, a re-plan, a noise refill): then the whole tick runs stage by stage. The
@@ -132,18 +193,9 @@ def _operator_event(tab, sc, t_s):  # type: ignore[no-untyped-def]
         return True
     if sc[L_OP_ENGAGED] != 0.0:
         if sc[C_OP_INTENT] != 0.0 and sc[L_OP_NEXT_PLAN] < math.inf:
-            if not sc[L_OP_LAST_GAP] < sc[C_OP_HOLDING_GAP]:
-                x = _v3(tab, A_DEV_POS)
-                v = _v3(tab, A_DEV_VEL)
-                vec = _af(tab, A_OP_VEC, (hk.N_VECTORS, 3))
-                margin = sc[C_OP_MARGIN]
-                ahead = sc[C_OP_LOOKAHEAD]
-                for k in range(3):
-                    near = x[k] + v[k] * ahead
-                    goal = vec[hk.V_GOAL_X, k]
-                    if (near > sc[C_WS_HIGH + k] - margin and goal > x[k]) or \
-                            (near < sc[C_WS_LOW + k] + margin and goal < x[k]):
-                        return True
+            if sc[L_OP_HOLDING] == 0.0 and not sc[L_OP_LAST_GAP] < sc[C_OP_HOLDING_GAP]:
+                if _would_clutch(tab, sc, t_s):
+                    return True
     elif t_s >= sc[L_OP_RELEASE]:
         return True
     return t_s >= sc[L_OP_NEXT_PLAN]

@@ -376,6 +376,11 @@ class FusedTick:
             sc[fk.C_OP_MARGIN] = params.clutch_margin_m
             sc[fk.C_OP_LOOKAHEAD] = params.clutch_lookahead_s
             sc[fk.C_OP_HOLDING_GAP] = 2.0 * params.surface_offset_m
+            sc[fk.C_OP_MIN_DURATION] = params.min_duration_s
+            sc[fk.C_OP_FITTS_A] = params.fitts_a_s
+            sc[fk.C_OP_FITTS_B] = params.fitts_b_s
+            sc[fk.C_OP_FITTS_W] = params.fitts_width_m
+            sc[fk.C_OP_DWELL] = params.clutch_dwell_s
             sc[fk.C_DEV_DT] = device.dt_s
             sc[fk.C_WS_LOW:fk.C_WS_LOW + 3] = operator._ws_low
             sc[fk.C_WS_HIGH:fk.C_WS_HIGH + 3] = operator._ws_high
@@ -384,6 +389,10 @@ class FusedTick:
             sc[fk.L_OP_NEXT_PLAN] = operator._next_plan_t
             sc[fk.L_OP_RELEASE] = operator._release_t
             sc[fk.L_OP_LAST_GAP] = operator._last_gap_m
+            sc[fk.L_OP_HOLDING] = 1.0 if operator._holding else 0.0
+            sc[fk.L_OP_REACH_T] = operator._reach_t
+            sc[fk.L_OP_REACH_X:fk.L_OP_REACH_X + 3] = operator._reach_x
+            sc[fk.L_OP_REACH_V:fk.L_OP_REACH_V + 3] = operator._reach_v
             sc[fk.L_OP_N_PERCEPTS] = operator._n_percepts
             sc[fk.L_CLUTCHED] = 1.0 if mapping.clutched else 0.0
             device.safety.pack_state(self.safety_state)

@@ -41,7 +41,7 @@ def test_a_file_written_with_format_1_keeps_loading() -> None:
     np.testing.assert_allclose(np.diff(times), 1e-3)
     assert table.schema.field(trial_log.FLAG_ENGAGED).type == pa.bool_()
     assert set(metadata) >= (set(trial_log.METADATA_KEYS) - {"write_error"} - trial_log.METADATA_KEYS_ADDED_IN_V2
-                             - trial_log.METADATA_KEYS_ADDED_IN_V3)
+                             - trial_log.METADATA_KEYS_ADDED_IN_V3 - trial_log.METADATA_KEYS_ADDED_IN_V4)
     assert trial_log.read_metadata(V1_FILE) == metadata
 
 
