@@ -174,14 +174,10 @@ def findings(wins: Sequence[Win], condition: str = POOLED,
     runner-up's)`` when its 95 % interval overlaps the runner-up's or one is undefined)."""
     lines: list[str] = []
     for metric, label, better in metrics:
-        cells = sorted((w for w in wins if w.metric == metric and w.condition == condition), key=lambda w: w.delay_s)
-        if not any(w.best for w in cells):  # no data at any delay (e.g. no contact feedback)
+        found = _winners(wins, metric, condition)
+        if found is None:  # no data at any delay (e.g. no contact feedback)
             continue
-        everyone = len({name for w in wins if w.metric == metric for name in w.n}) or 1
-        verdicts: dict[str, list[float]] = {}
-        for win in cells:
-            verdicts.setdefault(_verdict(win, everyone), []).append(win.delay_s)
-        summary = "; ".join(f"{verdict} at {_delays(delays)} s" for verdict, delays in verdicts.items())
+        cells, summary = found
         details = []
         for win in cells:
             shown = [name for name in win.best] + [name for name in win.means if name not in win.best]
@@ -199,17 +195,23 @@ def condition_findings(wins: Sequence[Win], metrics: Sequence[tuple[str, str, st
     conditions = sorted({w.condition for w in wins} - {POOLED})
     for condition in conditions:
         for metric, label, _ in metrics:
-            cells = sorted((w for w in wins if w.metric == metric and w.condition == condition),
-                           key=lambda w: w.delay_s)
-            if not any(w.best for w in cells):
-                continue
-            everyone = len({name for w in wins if w.metric == metric for name in w.n}) or 1
-            verdicts: dict[str, list[float]] = {}
-            for win in cells:
-                verdicts.setdefault(_verdict(win, everyone), []).append(win.delay_s)
-            summary = "; ".join(f"{verdict} at {_delays(delays)} s" for verdict, delays in verdicts.items())
-            lines.append(f"{condition.upper()}, {label}: {summary}.")
+            found = _winners(wins, metric, condition)
+            if found is not None:
+                lines.append(f"{condition.upper()}, {label}: {found[1]}.")
     return lines
+
+
+def _winners(wins: Sequence[Win], metric: str, condition: str) -> tuple[list[Win], str] | None:
+    """``condition``'s cells of ``metric`` by delay and which compensator wins at which
+    delays (``"predictive at 1 and 2 s; all equal at 0 s"``); None: no data at any delay."""
+    cells = sorted((w for w in wins if w.metric == metric and w.condition == condition), key=lambda w: w.delay_s)
+    if not any(w.best for w in cells):
+        return None
+    everyone = len({name for w in wins if w.metric == metric for name in w.n}) or 1
+    verdicts: dict[str, list[float]] = {}
+    for win in cells:
+        verdicts.setdefault(_verdict(win, everyone), []).append(win.delay_s)
+    return cells, "; ".join(f"{verdict} at {_delays(delays)} s" for verdict, delays in verdicts.items())
 
 
 def delay_figure(stats: pd.DataFrame, metric: str) -> Figure:
