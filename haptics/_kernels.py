@@ -175,6 +175,32 @@ def operator_drive(s, p, vec, coef, noise, t_s, x, v, f, out):  # type: ignore[n
 
 
 @njit(cache=True)
+def reachable_within(reach_x, reach_v, lag_s, low, high, horizon_s):  # type: ignore[no-untyped-def]
+    """Whether a point at ``reach_x + reach_v lag_s`` [m] moving at ``reach_v`` [m/s]
+    (device frame: the target in the hand's frame) is inside the box ``low``..``high``
+    [m] at some time in ``[0, horizon_s]`` from now (slab test); False for a NaN lag."""
+    if lag_s != lag_s:
+        return False
+    enter, leave = 0.0, horizon_s
+    for k in range(3):
+        vel = reach_v[k]
+        pos = reach_x[k] + vel * lag_s
+        lo, hi = low[k], high[k]
+        if abs(vel) < 1e-12:
+            if pos < lo or pos > hi:
+                return False
+            continue
+        t_a, t_b = (lo - pos) / vel, (hi - pos) / vel
+        if t_a > t_b:
+            t_a, t_b = t_b, t_a
+        enter = max(enter, t_a)
+        leave = min(leave, t_b)
+        if enter > leave:
+            return False
+    return True
+
+
+@njit(cache=True)
 def store_percept(ring, row, t_s, tp, tv, ep, ev, vec):  # type: ignore[no-untyped-def]
     """Write one percept row: t, target pos/vel, ee pos/vel, the hand's position."""
     ring[row, 0] = t_s

@@ -194,6 +194,9 @@ class HumanOperator:
         self._goal_x = self._vec[_k.V_GOAL_X]
         self._goal_v = self._vec[_k.V_GOAL_V]
         self._offset = [0.0, 0.0, 0.0]
+        # where the hand must go for the end effector to touch the target [m], and how that moves [m/s]
+        self._reach_x = np.zeros(3)
+        self._reach_v = np.zeros(3)
         self._coef = np.zeros((3, 6))
         self.buttons = BUTTON_ENGAGE
         self.set_workspace(*TOUCH_WORKSPACE_M)
@@ -240,8 +243,8 @@ class HumanOperator:
         # what was seen before the release is in the frame before the re-anchoring.
         self._release_t = math.inf
         self._last_gap_m = math.inf
-        self._reach_x = [0.0, 0.0, 0.0]
-        self._reach_v = [0.0, 0.0, 0.0]
+        self._reach_x[:] = 0.0
+        self._reach_v[:] = 0.0
         self._reach_t = math.nan
         self._holding = False
         self._press_t = math.nan
@@ -279,6 +282,7 @@ class HumanOperator:
             raise ValueError(f"the workspace must be 3 increasing intervals, got {low_m!r} .. {high_m!r}")
         self._ws_low = low
         self._ws_high = high
+        self._ws_box = np.array([low, high])
 
     @property
     def clutched(self) -> bool:
@@ -542,26 +546,8 @@ class HumanOperator:
         """Whether the target, in the hand's frame as last planned (where the hand must go
         for the end effector to touch it, moving at its perceived velocity), is inside the
         usable workspace at some time in ``[t_s, t_s + horizon_s]`` (slab test)."""
-        lag = t_s - self._reach_t
-        if lag != lag:
-            return False
-        enter, leave = 0.0, horizon_s
-        for k in range(3):
-            pos = self._reach_x[k] + self._reach_v[k] * lag
-            vel = self._reach_v[k]
-            lo, hi = self._ws_low[k], self._ws_high[k]
-            if abs(vel) < 1e-12:
-                if pos < lo or pos > hi:
-                    return False
-                continue
-            t_a, t_b = (lo - pos) / vel, (hi - pos) / vel
-            if t_a > t_b:
-                t_a, t_b = t_b, t_a
-            enter = max(enter, t_a)
-            leave = min(leave, t_b)
-            if enter > leave:
-                return False
-        return True
+        return bool(_k.reachable_within(self._reach_x, self._reach_v, t_s - self._reach_t, self._ws_box[0],
+                                         self._ws_box[1], horizon_s))
 
     def _release(self, t_s: float, x: NDArray[np.float64]) -> None:
         """Press the engage button again: the mapping re-anchors the stylus where it is

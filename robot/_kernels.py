@@ -1092,23 +1092,24 @@ def _solve_ik_in(arena, top, jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows
             v = lo[j]
             limited = 1.0
         qdd[j] = v
-    res = 0.0
-    for a in range(m):
-        acc = jdqd[task_rows[a]] - xdd[task_rows[a]]
-        for j in range(n):
-            acc += jac[task_rows[a], j] * qdd[j]
-        res += acc * acc
-    react = 0.0
-    for a in range(r):
-        acc = nvec[reaction_rows[a]] - t_des[reaction_rows[a]]
-        for j in range(n):
-            acc += mmat[reaction_rows[a], j] * qdd[j]
-        react += acc * acc
     diag[0] = sigma_full
     diag[4] = limited
-    diag[5] = math.sqrt(res)
+    diag[5] = _row_residual(jac, jdqd, xdd, task_rows, qdd, n)
     diag[6] = iterations
-    diag[7] = math.sqrt(react)
+    diag[7] = _row_residual(mmat, nvec, t_des, reaction_rows, qdd, n)
+
+
+@njit(cache=True, error_model="numpy")
+def _row_residual(a_mat, b_vec, target, rows, qdd, n):
+    """|A qdd + b − target| over ``rows`` (``n`` joints): the task (eq. 2's J, J̇q̇, ẍ) or
+    the reaction (eq. 1's M, n, τ_des) residual of the IK's solution."""
+    total = 0.0
+    for a in range(rows.shape[0]):
+        acc = b_vec[rows[a]] - target[rows[a]]
+        for j in range(n):
+            acc += a_mat[rows[a], j] * qdd[j]
+        total += acc * acc
+    return math.sqrt(total)
 
 
 @njit(cache=True, error_model="numpy")
@@ -1602,23 +1603,11 @@ def _bound_base_rate(arena, top, jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_
         rate2 += wr * wr
     for j in range(n):
         qdd[j] = qdd[j] + s * (q1[j] - qdd[j])
-    res = 0.0
-    for a_ in range(task_rows.shape[0]):
-        acc = jdqd[task_rows[a_]] - xdd[task_rows[a_]]
-        for j in range(n):
-            acc += jac[task_rows[a_], j] * qdd[j]
-        res += acc * acc
-    react = 0.0
-    for a_ in range(reaction_rows.shape[0]):
-        acc = nvec[reaction_rows[a_]] - t_des[reaction_rows[a_]]
-        for j in range(n):
-            acc += mmat[reaction_rows[a_], j] * qdd[j]
-        react += acc * acc
     diag[0] = sigma
     diag[4] = 1.0 if s < 1.0 else limited
-    diag[5] = math.sqrt(res)
+    diag[5] = _row_residual(jac, jdqd, xdd, task_rows, qdd, n)
     diag[6] = iterations + diag[6]
-    diag[7] = math.sqrt(react)
+    diag[7] = _row_residual(mmat, nvec, t_des, reaction_rows, qdd, n)
     return s, math.sqrt(rate2)
 
 

@@ -161,26 +161,10 @@ def _would_clutch(tab, sc, t_s):  # type: ignore[no-untyped-def]
             dist2 += (x1 - x0) * (x1 - x0)
     duration = max(sc[C_OP_MIN_DURATION],
                    sc[C_OP_FITTS_A] + sc[C_OP_FITTS_B] * math.log2(1.0 + math.sqrt(dist2) / sc[C_OP_FITTS_W]))
-    lag = t_s - sc[L_OP_REACH_T]
-    if lag != lag:
-        return True
-    enter, leave = 0.0, duration + sc[C_OP_DWELL] - 1e-9
-    for k in range(3):
-        pos = sc[L_OP_REACH_X + k] + sc[L_OP_REACH_V + k] * lag
-        vel = sc[L_OP_REACH_V + k]
-        low, high = sc[C_WS_LOW + k], sc[C_WS_HIGH + k]
-        if abs(vel) < 1e-12:
-            if pos < low or pos > high:
-                return True
-            continue
-        t_a, t_b = (low - pos) / vel, (high - pos) / vel
-        if t_a > t_b:
-            t_a, t_b = t_b, t_a
-        enter = max(enter, t_a)
-        leave = min(leave, t_b)
-        if enter > leave:
-            return True
-    return False  # reachable in time: Python would keep going
+    reachable = hk.reachable_within(sc[L_OP_REACH_X:L_OP_REACH_X + 3], sc[L_OP_REACH_V:L_OP_REACH_V + 3],
+                                    t_s - sc[L_OP_REACH_T], sc[C_WS_LOW:C_WS_LOW + 3], sc[C_WS_HIGH:C_WS_HIGH + 3],
+                                    duration + sc[C_OP_DWELL] - 1e-9)
+    return not reachable  # reachable in time: Python would keep going
 
 
 @njit(cache=True)
