@@ -405,7 +405,9 @@ class ServoTick:
         """Open the tool (once; like the closing, not a steady-state tick): the scene lets
         the debris go with the tool's motion, the slave's model sheds the payload, the
         monitor needs the capture rules to fire again before the tool closes again."""
-        release = self.scene.release(self._t_next_s)  # type: ignore[attr-defined]
+        scene = self.scene
+        assert isinstance(scene, ReleasesPayload)  # the post phase asks only of a scene that can (captured)
+        release = scene.release(self._t_next_s)
         self.parts.slave.detach_payload()
         self.monitor.released(self._t_next_s)
         post.released(self._t_next_s, release, m)
