@@ -60,7 +60,6 @@ ALPHA = 0.05
 DEFAULT_SEEDS = (0, 1)
 DEFAULT_FAMILY = 4
 DEFAULT_FAMILY_SEED = 0
-DEFAULT_REPETITIONS = 1
 DEFAULT_WORKERS = 2
 #: Study folders and scenario files inside OUT.
 SCENARIO_DIR = "scenarios"
@@ -120,9 +119,10 @@ class FindingsDesign:
 
 def paper_design(population_seeds: Sequence[int] = DEFAULT_SEEDS, family: int = DEFAULT_FAMILY,
                  family_seed: int = DEFAULT_FAMILY_SEED, models: Sequence[str] = ("planar-3r",),
-                 participants: int | None = None, repetitions: int = DEFAULT_REPETITIONS,
+                 participants: int | None = None, repetitions: int | None = None,
                  time_limit_s: float | None = None) -> FindingsDesign:
-    """The paper protocol's design (conditions, mix; its participant count unless given)."""
+    """The paper protocol's design (conditions, mix; its participant count and repetitions
+    unless given)."""
     from trials.protocol import load_protocol
 
     paper = load_protocol(PAPER_PROTOCOL)
@@ -134,7 +134,7 @@ def paper_design(population_seeds: Sequence[int] = DEFAULT_SEEDS, family: int = 
         participants=paper.participants.count if participants is None else participants,
         mix=paper.participants.mix,
         conditions=tuple(c for c in paper.conditions if c in ORDER),
-        repetitions=repetitions,
+        repetitions=paper.repetitions if repetitions is None else repetitions,
         time_limit_s=time_limit_s,
     )
 
@@ -598,8 +598,8 @@ def add_bench(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--participants", type=_count(1, MAX_PARTICIPANTS), default=None, metavar="K",
                         help=f"simulated participants per study, in the {PAPER_PROTOCOL} protocol's mix "
                         "(default: its count, 10)")
-    parser.add_argument("--repetitions", type=_count(1, MAX_REPETITIONS), default=DEFAULT_REPETITIONS, metavar="R",
-                        help=f"repetitions of each condition (default {DEFAULT_REPETITIONS})")
+    parser.add_argument("--repetitions", type=_count(1, MAX_REPETITIONS), default=None, metavar="R",
+                        help=f"repetitions of each condition (default: the {PAPER_PROTOCOL} protocol's, 3)")
     parser.add_argument("--time-limit", type=_seconds, default=None, metavar="S",
                         help="time limit of the generated scenarios [s] (default the generator's, 15)")
     parser.add_argument("--workers", type=_count(1, 64), default=DEFAULT_WORKERS, metavar="W",

@@ -23,14 +23,15 @@ from numba import njit
 
 # Operator scalar state.
 S_LAST_T, S_PLAN_T0, S_PLAN_T, S_GRIP, S_ACTIVE_N, S_GUIDED, S_COMPLIANCE = range(7)
-S_K, S_B, S_M, S_NOISE_I, S_COCON = range(7, 12)
-N_STATE = 12
+S_K, S_B, S_M, S_NOISE_I, S_COCON, S_EVENT_T = range(7, 13)
+N_STATE = 13
 
 # Operator parameters used per tick.
 P_YIELD_FORCE, P_DISAGREE, P_YIELD_TAU, P_RELAXED_GRIP, P_RESIST_GAIN = range(5)
 P_NOISE_TAU, P_NOISE_CONST, P_NOISE_GAIN, P_TOOL_MASS, P_HAS_INTENT = range(5, 10)
 P_CC_RATE, P_CC_DECAY, P_CC_DELTA, P_CC_MAX = range(10, 14)
-N_PARAMS = 14
+P_EVENT_DEV, P_EVENT_LATENCY, P_EVENT_REFRACTORY = range(14, 17)
+N_PARAMS = 17
 
 # Operator vectors.
 V_X_HAND, V_X_EQ, V_WANT, V_NOISE, V_YIELD_X, V_YIELD_V, V_GOAL_X, V_GOAL_V = range(8)
@@ -129,6 +130,7 @@ def operator_drive(s, p, vec, coef, noise, t_s, x, v, f, out):  # type: ignore[n
     active2 = 0.0
     delta = p[P_CC_DELTA]
     eps2 = 0.0
+    dev2 = 0.0
     for k in range(3):
         xk = x[k]
         vk = v[k]
@@ -142,6 +144,7 @@ def operator_drive(s, p, vec, coef, noise, t_s, x, v, f, out):  # type: ignore[n
             vec[V_YIELD_V, k] = yv
             x_eq = xp + yx
             v_eq = vp + yv
+            dev2 += (xk - xp) * (xk - xp)
         else:
             x_eq = xk
             v_eq = 0.0
@@ -165,6 +168,14 @@ def operator_drive(s, p, vec, coef, noise, t_s, x, v, f, out):  # type: ignore[n
     # V-shaped adaptation of co-contraction (Franklin et al. 2008), in time: it rises
     # with the error's magnitude |ε|, ε = e + δ ė against the intended trajectory, and
     # falls at a constant rate without error; 0 <= c <= c_max.
+    # Event-triggered intermittent control (Gawthrop et al. 2011): a hand pushed off its
+    # plan by more than the threshold is felt (proprioception) and corrected by a new
+    # submovement once the correction latency has passed, no sooner than the refractory
+    # interval after the current submovement's start.
+    if has_intent and s[S_EVENT_T] == math.inf and dev2 > p[P_EVENT_DEV] * p[P_EVENT_DEV]:
+        due = t_s + p[P_EVENT_LATENCY]
+        earliest = s[S_PLAN_T0] + p[P_EVENT_REFRACTORY]
+        s[S_EVENT_T] = due if due > earliest else earliest
     if has_intent:
         cocon += dt * (p[P_CC_RATE] * math.sqrt(eps2) - p[P_CC_DECAY])
         if cocon < 0.0:

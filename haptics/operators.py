@@ -184,6 +184,9 @@ class HumanOperator:
         self._p[_k.P_CC_DECAY] = params.cocontraction_decay
         self._p[_k.P_CC_DELTA] = params.cocontraction_delta_s
         self._p[_k.P_CC_MAX] = params.cocontraction_max
+        self._p[_k.P_EVENT_DEV] = params.replan_deviation_m
+        self._p[_k.P_EVENT_LATENCY] = params.correction_latency_s
+        self._p[_k.P_EVENT_REFRACTORY] = params.replan_interval_s
         self._vec = np.zeros((_k.N_VECTORS, 3))
         self._x_hand = self._vec[_k.V_X_HAND]
         self._x_eq = self._vec[_k.V_X_EQ]
@@ -229,6 +232,7 @@ class HumanOperator:
         s[_k.S_ACTIVE_N] = 0.0
         s[_k.S_GRIP] = 1.0
         s[_k.S_COCON] = 0.0
+        s[_k.S_EVENT_T] = math.inf
         s[_k.S_GUIDED] = 0.0
         self._vec[:] = 0.0
         self._n_percepts = 0
@@ -465,6 +469,7 @@ class HumanOperator:
             self._yield_v[k] = 0.0
         self._s[_k.S_PLAN_T0] = t_s
         self._s[_k.S_PLAN_T] = duration
+        self._s[_k.S_EVENT_T] = math.inf
         self.submovements += 1
         jitter = 1.0 + 0.2 * self._gauss()
         self._next_plan_t = t_s + max(p.replan_interval_s, p.overlap * duration) * max(0.5, jitter)
@@ -603,10 +608,11 @@ class HumanOperator:
                 self._maybe_clutch(t_s, position_dev_m, velocity_dev_m_s)
         elif t_s >= self._release_t:
             self._release(t_s, position_dev_m)
-        if t_s >= self._next_plan_t:
+        if t_s >= self._next_plan_t or t_s >= self._s[_k.S_EVENT_T]:
             row = self._delayed_row(t_s)
             if row is not None:
                 self._plan(t_s, row)
+            self._s[_k.S_EVENT_T] = math.inf
         if self._s[_k.S_NOISE_I] > _NOISE_DRAWS - 3:
             self._refill()
         _k.operator_drive(

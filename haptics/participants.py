@@ -75,6 +75,14 @@ class ParticipantParams:
         guidance_reliance: how far guided practice raises the compliance toward 1.
         overlap: fraction of a submovement after which the next one may start.
         replan_interval_s: shortest interval between submovement starts [s].
+        replan_deviation_m: the hand more than this off its current submovement's plan
+            [m] (felt: proprioception) starts an event-triggered correction
+            (intermittent control: Gawthrop et al. 2011; about the detection threshold
+            of an imposed arm displacement: Hall & McCloskey 1983).
+        correction_latency_s: from the first tick the hand is that far off to the
+            correction's start [s] (the voluntary response to a limb perturbation:
+            100–150 ms, Pruszynski et al. 2008), not sooner than ``replan_interval_s``
+            after the current submovement's start.
         noise_const_n: constant part of the motor noise SD [N].
         noise_gain: signal-dependent part: SD per newton of active hand force.
         noise_tau_s: correlation time of the motor noise [s].
@@ -143,6 +151,8 @@ class ParticipantParams:
     guidance_reliance: float = 0.5
     overlap: float = 0.75
     replan_interval_s: float = 0.3
+    replan_deviation_m: float = 0.005
+    correction_latency_s: float = 0.12
     noise_const_n: float = 0.05
     noise_gain: float = 0.08
     noise_tau_s: float = 0.04
@@ -226,7 +236,7 @@ _UNIT_FRACTIONS = frozenset({
 #: Parameters that must be strictly positive (time constants, masses, sizes, scales).
 _POSITIVE = frozenset({
     "hand_mass_kg", "fitts_width_m", "min_duration_s", "noise_tau_s", "yield_tau_s", "offset_learn_s",
-    "practice_scale_trials", "replan_interval_s",
+    "practice_scale_trials", "replan_interval_s", "replan_deviation_m",
 })
 #: Upper bounds beyond which the operator model would not be an operator (the percept
 #: buffer is sized by the reaction time) [the parameter's unit].

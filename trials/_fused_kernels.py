@@ -182,7 +182,7 @@ def _operator_event(tab, sc, t_s):  # type: ignore[no-untyped-def]
                     return True
     elif t_s >= sc[L_OP_RELEASE]:
         return True
-    return t_s >= sc[L_OP_NEXT_PLAN]
+    return t_s >= sc[L_OP_NEXT_PLAN] or t_s >= s[hk.S_EVENT_T]
 
 
 @njit(cache=True)
