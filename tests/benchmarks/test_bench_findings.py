@@ -18,7 +18,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PAIRS = (("dg", "apf"), ("apf", "ng"), ("dg", "ng"))
 CONDITIONS = ("dg", "apf", "ng")
-ARGS = ("--population-seeds", "0", "--family", "1", "--participants", "2", "--time-limit", "4")
+ARGS = ("--population-seeds", "0", "--family", "1", "--participants", "2", "--repetitions", "1", "--time-limit", "4")
 
 
 def _run(out: Path, workers: int) -> tuple[dict[str, Any], str, float]:
@@ -129,3 +129,10 @@ def test_a_second_run_reuses_every_trial(runs: dict[str, Any]) -> None:
     assert [e["impact_velocity_m_s"] for e in second["results"]] == [
         e["impact_velocity_m_s"] for e in runs["first"]["results"]]
     assert second["summary"] == runs["first"]["summary"]
+
+
+def test_the_default_design_is_the_paper_protocols_three_repetitions() -> None:
+    from benchmarks.bench_findings import paper_design
+
+    assert paper_design().repetitions == 3  # Li & Yan 2019: each condition three times
+    assert paper_design(repetitions=1).repetitions == 1
