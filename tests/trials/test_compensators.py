@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from benchmarks.bench_passivity import bounce
 from capture_trainer import trial_log
 from capture_trainer.errors import ScenarioError, TrialError
 from capture_trainer.trial_log import read_trial_log
+from haptics.participants import PARTICIPANT_PRESETS
 from scenarios.motion import LinearMotion
 from trials.compensators import (COMPENSATORS, CompensatorConfig, PassivityCompensation, PredictiveCompensation,
                                  make_compensator)
@@ -188,13 +190,19 @@ def test_contact_feedback_adds_the_tools_reaction_to_the_guidance(tmp_path) -> N
 
 
 def test_over_a_long_delay_the_contact_port_is_active_and_passivity_keeps_it_passive(tmp_path) -> None:
-    """200 ms each way, an expert on DG feeling the contact: the delayed contact force is
-    active at the hand (W < 0, about −1 mJ); the passivity controller keeps W >= 0 on the
-    same hit, within a few µJ (it only shapes the force felt, not what the arm does)."""
+    """200 ms each way, an expert on DG feeling the contact of a hard hit (0.16 m/s
+    normal): the delayed contact force is active at the hand (W < 0, about −0.4 mJ); the
+    passivity controller keeps W >= 0 on the same hit, within a few µJ (it only shapes the
+    force felt, not what the arm does). The expert does not re-plan on feel
+    (``replan_deviation_m`` beyond reach): the model's operators that do chase the paper's
+    debris on the delayed view without touching it (docs/delay.md), and the port needs a
+    hit."""
+    expert = replace(PARTICIPANT_PRESETS["expert"], replan_deviation_m=1.0).as_dict()
     runs = {}
     for name in ("none", "passivity"):
-        summary = run_trial(TrialRequest(participant="expert", trial_id=name, time_limit_s=6.0, delay_s=0.2,
-                                         contact_feedback=True, compensator=name), tmp_path)
+        summary = run_trial(TrialRequest(participant="expert", participant_params=expert, trial_id=name,
+                                         time_limit_s=6.0, delay_s=0.2, contact_feedback=True, compensator=name),
+                            tmp_path)
         table, meta = read_trial_log(summary["path"])
         runs[name] = (meta["compensator"], np.abs(_columns(table, trial_log.CONTACT_FORCE)).max())
     assert runs["none"][1] > 1.0 and runs["passivity"][1] > 1.0  # there were contacts to feel
