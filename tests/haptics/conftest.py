@@ -12,17 +12,31 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from haptics._hd_api import LIBHD_ENV
 from haptics._hd_double import build_double
+from haptics.operators import HumanOperator
+from haptics.participants import PARTICIPANT_PRESETS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = Path(__file__).resolve().parent / "libhd_double" / "scenarios.py"
 
 RunScenario = Callable[..., dict]
+
+
+def quiet_novice(dt_s: float = 1e-3, **changes: float) -> HumanOperator:
+    """A novice without motor noise, guidance yielding or taking charge, reset at rest at
+    the origin at t = 0 (seed 0, trial seed 0), with ``changes`` to its parameters."""
+    params = replace(PARTICIPANT_PRESETS["novice"], noise_const_n=0.0, noise_gain=0.0, resist_probability=0.0,
+                     yield_force_n=1e9, **changes)
+    op = HumanOperator(params, seed=0, dt_s=dt_s)
+    op.reset(0.0, np.zeros(3), trial_seed=0)
+    return op
 
 
 @pytest.fixture(scope="session")

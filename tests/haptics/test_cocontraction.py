@@ -10,7 +10,6 @@ decrement of its free oscillation.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -20,6 +19,7 @@ from haptics.operators import HumanOperator
 from haptics.participants import PARTICIPANT_PRESETS
 from haptics.safety import SafetyConfig
 from haptics.simulated import TOUCH_DAMPING_N_S_M, TOUCH_TIP_MASS_KG, SimulatedDevice
+from tests.haptics.conftest import quiet_novice
 
 NO_RAMP = SafetyConfig(ramp_in_s=1e-9)
 DT = 1e-3
@@ -27,11 +27,7 @@ DT = 1e-3
 
 def quiet(**changes: float) -> HumanOperator:
     """A novice without motor noise, guidance yielding or taking charge."""
-    params = replace(PARTICIPANT_PRESETS["novice"], noise_const_n=0.0, noise_gain=0.0, resist_probability=0.0,
-                     yield_force_n=1e9, **changes)
-    op = HumanOperator(params, seed=0, dt_s=DT)
-    op.reset(0.0, np.zeros(3), trial_seed=0)
-    return op
+    return quiet_novice(DT, **changes)
 
 
 def test_cocontraction_follows_the_rule_tick_by_tick() -> None:

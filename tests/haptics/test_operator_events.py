@@ -8,24 +8,19 @@ out by hand from those three numbers and the time the push starts.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 
 from haptics.operators import HumanOperator
 from haptics.participants import PARTICIPANT_PRESETS
+from tests.haptics.conftest import quiet_novice
 
 DT = 1e-3
 
 
 def still_operator(**changes: float) -> HumanOperator:
-    """A quiet novice that has seen a target resting at its hand (so it plans to stay)."""
-    params = replace(PARTICIPANT_PRESETS["novice"], noise_const_n=0.0, noise_gain=0.0, resist_probability=0.0,
-                     yield_force_n=1e9, **changes)
-    op = HumanOperator(params, seed=0, dt_s=DT)
-    op.reset(0.0, np.zeros(3), trial_seed=0)
-    return op
+    """A quiet novice at rest (the tests show it a target resting at its hand)."""
+    return quiet_novice(DT, **changes)
 
 
 def run(op: HumanOperator, push_m: float, push_from_s: float, until_s: float, from_s: float = 0.0) -> list[float]:
