@@ -87,11 +87,12 @@ SOLVER_LSE_REACTION_FIRST = 2.0  # eq. 6; at a reaction singularity the task giv
 def arena_size(n):
     """Floats of work arena the kernels need for an arm of ``n`` joints.
 
-    The deepest chain (controller_step -> sigma_ascent -> _lse_solve -> _reaction_first)
-    takes fewer than ``2 n^2 + 60 n + 100`` floats for up to 3 task and 3 reaction rows;
+    The deepest chain (controller_step -> sigma_ascent -> _lse_solve -> _lse_factor)
+    takes fewer than ``2 n^2 + 60 n + 100`` floats for up to 3 task and 3 reaction rows,
+    plus the IK's factor cache (:data:`FACTOR_SLOTS` slots of ``2 n^2 + 21 n + 17``);
     this leaves a margin.
     """
-    return 4 * n * n + 64 * n + 256
+    return 4 * n * n + 64 * n + 256 + 8 * (2 * n * n + 21 * n + 17)
 
 
 @intrinsic
@@ -712,94 +713,110 @@ def jjt_of(jf):
     return out
 
 
-@njit(cache=True, error_model="numpy")
-def _reaction_first(arena, top, jf, mf, rhs, nvec, z, free, m_norm, lam2, qdd, diag):
-    """Eq. 1 and 2 with the reaction first: the solution near a reaction singularity.
-
-    ``qdd = M⁺ y + (J Q)⁺_λ (rhs − J M⁺ y) + (Q − (J Q)⁺ J Q) z`` with ``y = −nvec``
-    (``M qdd + nvec = 0``), ``Q = I − M⁺ M``. Where ``[J; M]`` has full rank and ``λ = 0``
-    this is the same minimum-norm solution as eq. 6; as ``[J; M]`` loses rank the
-    damping ``λ`` (``lam2 = λ²``) acts on the task, so the base keeps feeling nothing and
-    the end effector lags in the singular direction (the residual is reported).
-    Scratch from ``arena[top:]``.
-    """
-    n = qdd.shape[0]
-    m = jf.shape[0]
-    r = mf.shape[0]
-    mp, top = _zeros(arena, top, (n, r))  # M+ = M^T (M M^T)^-1
-    _regularised_pinv(arena, top, mf, (1e-12 * m_norm) ** 2, mp)
-    qm, top = _empty(arena, top, (n, n))  # Q = I - M+ M
-    _null_projector(mp, mf, qm)
-    q1, top = _zeros(arena, top, (n,))
-    for j in range(n):
-        acc = 0.0
-        for a in range(r):
-            acc -= mp[j, a] * nvec[a]
-        q1[j] = acc
-    jq, top = _zeros(arena, top, (m, n))
-    for a in range(m):
-        for j in range(n):
-            acc = 0.0
-            for k in range(n):
-                acc += jf[a, k] * qm[k, j]
-            jq[a, j] = acc
-    jqp, top = _zeros(arena, top, (n, m))  # (J Q)+ damped
-    _regularised_pinv(arena, top, jq, lam2, jqp)
-    e, top = _zeros(arena, top, (3,))
-    for a in range(m):
-        acc = rhs[a]
-        for j in range(n):
-            acc -= jf[a, j] * q1[j]
-        e[a] = acc
-    zf, top = _empty(arena, top, (n,))
-    for j in range(n):
-        zf[j] = z[j] * free[j]
-    jqz, top = _zeros(arena, top, (3,))
-    for a in range(m):
-        acc = 0.0
-        for j in range(n):
-            acc += jq[a, j] * zf[j]
-        jqz[a] = acc
-    for i in range(n):
-        acc = q1[i]
-        for a in range(m):
-            acc += jqp[i, a] * (e[a] - jqz[a])
-        for j in range(n):
-            acc += qm[i, j] * zf[j]
-        qdd[i] = acc * free[i]
-    diag[3] = math.sqrt(lam2)
+# Eq. 6's factors over one free set, kept in a slot of a factor cache (see _lse_factor).
+# Slot header: key (free set and solver; -1: empty), last use, then what the solve
+# reports in diag (sigma_ratio, ||M||, J damping, M-projection damping) and its branch.
+_F_KEY, _F_USED, _F_SIGMA, _F_M_NORM, _F_DAMP_J, _F_DAMP_M, _F_BRANCH = range(7)
+_F_HEAD = 8
+# the branches: the J pseudoinverse only (pinv, or M = 0); eq. 6; the reaction first
+_B_PINV, _B_LSE, _B_REACTION_FIRST = 0.0, 1.0, 2.0
+#: slots of the factor cache of one controller tick: the IK re-solves the same free sets
+#: (the two parts, the unscaled and the scaled attempt, the base-rate bound's second
+#: solve); measured on the 7-joint arm's saturated ticks, 8 slots hold every free set
+#: of a tick (about 5 distinct among 22 solves)
+FACTOR_SLOTS = 8
 
 
 @njit(cache=True, error_model="numpy")
-def _lse_solve(arena, top, jac, rhs, mmat, nvec, task_rows, reaction_rows, free, z, solver, sigma_threshold,
-               damp_max, j_sigma, j_damp, qdd, diag):
-    """One damped eq. 6 solve over the free joints; writes qdd (zero on fixed joints).
+def _slot_size(n):
+    """Floats of one factor slot for ``n`` joints (up to 3 task and 3 reaction rows)."""
+    return _F_HEAD + 21 * n + 2 * n * n + 9
 
-    ``rhs`` = x_dd - J̇q̇ - J qdd_fixed (task rows), ``nvec`` = n + M qdd_fixed - T_des
-    (reaction rows). ``z`` is a secondary joint acceleration projected into the null
-    space of J (and, for LSE, then corrected for reaction). ``diag`` out: sigma_ratio,
-    ||M||, J damping used, M-projection damping used. Scratch from ``arena[top:]``.
+
+@njit(cache=True, error_model="numpy")
+def _factor_cache_size(n, slots):
+    """Floats of a factor cache of ``slots`` slots (one float for its clock)."""
+    return 1 + slots * _slot_size(n)
+
+
+@njit(cache=True, error_model="numpy")
+def _factor_cache_clear(cache, n):
+    """Empty every slot: the cache is valid for one (J, M) and one set of IK settings."""
+    size = _slot_size(n)
+    cache[0] = 0.0
+    for at in range(1, cache.shape[0] - size + 1, size):
+        cache[at + _F_KEY] = -1.0
+        cache[at + _F_USED] = 0.0
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _slot_views(cache, at, n, m, r):
+    """The factor slot at ``cache[at:]`` as its arrays (untracked views of ``cache``):
+    jf (m, n), jp (n, m), pm (n, n), mf (r, n), am (3, n), h (3, 3), mp (n, r), qm (n, n),
+    jq (m, n), jqp (n, m)."""
+    o = at + _F_HEAD
+    jf = _view(cache, o, (m, n))  # type: ignore[call-arg]  # numba supplies typingctx
+    o += 3 * n
+    jp = _view(cache, o, (n, m))  # type: ignore[call-arg]
+    o += 3 * n
+    pm = _view(cache, o, (n, n))  # type: ignore[call-arg]
+    o += n * n
+    mf = _view(cache, o, (r, n))  # type: ignore[call-arg]
+    o += 3 * n
+    am = _view(cache, o, (3, n))  # type: ignore[call-arg]
+    o += 3 * n
+    h = _view(cache, o, (3, 3))  # type: ignore[call-arg]
+    o += 9
+    mp = _view(cache, o, (n, r))  # type: ignore[call-arg]
+    o += 3 * n
+    qm = _view(cache, o, (n, n))  # type: ignore[call-arg]
+    o += n * n
+    jq = _view(cache, o, (m, n))  # type: ignore[call-arg]
+    o += 3 * n
+    jqp = _view(cache, o, (n, m))  # type: ignore[call-arg]
+    return jf, jp, pm, mf, am, h, mp, qm, jq, jqp
+
+
+@njit(cache=True, error_model="numpy")
+def _lse_factor(arena, top, cache, jac, mmat, task_rows, reaction_rows, free, solver, sigma_threshold, damp_max,
+                j_sigma, j_damp):
+    """What one damped eq. 6 solve over the free joints computes before it meets its
+    right-hand sides (:func:`_lse_apply`): ``J⁺`` (damped), ``P = I − J⁺J``, ``A = M P``, the
+    gauge ``sigma_ratio``, ``(A Mᵀ + λ² I)⁻¹`` (eq. 6) or, with the reaction first,
+    ``M⁺``, ``Q = I − M⁺M``, ``J Q`` and ``(J Q)⁺_λ``. Returns the offset in ``cache`` of the
+    slot holding them: found there when this free set and solver were factored before
+    (the same ``jac``, ``mmat`` and settings: the cache is cleared for each), else
+    computed into the least recently used slot. Scratch from ``arena[top:]``.
     """
-    n = qdd.shape[0]
+    n = free.shape[0]
     m = task_rows.shape[0]
     r = reaction_rows.shape[0]
-    jf, top = _zeros(arena, top, (m, n))
+    size = _slot_size(n)
+    key = solver
+    bit = 4.0
+    for j in range(n):
+        if free[j] != 0.0:
+            key += bit
+        bit *= 2.0
+    clock = cache[0] + 1.0
+    cache[0] = clock
+    at = -1
+    oldest = math.inf
+    for slot in range(1, cache.shape[0] - size + 1, size):
+        if cache[slot + _F_KEY] == key:
+            cache[slot + _F_USED] = clock
+            return slot
+        if cache[slot + _F_USED] < oldest:
+            oldest = cache[slot + _F_USED]
+            at = slot
+    cache[at + _F_KEY] = key
+    cache[at + _F_USED] = clock
+    jf, jp, pm, mf, am, h, mp, qm, jq, jqp = _slot_views(cache, at, n, m, r)
     _select_rows(jac, task_rows, free, jf)
-    jp, top = _zeros(arena, top, (n, m))
     lam2 = _damped_pinv(arena, top, jf, j_sigma, j_damp, jp)
-    # P = I - J+ J
-    pm, top = _empty(arena, top, (n, n))
-    _null_projector(jp, jf, pm)
-    for i in range(n):
-        acc = 0.0
-        for a in range(m):
-            acc += jp[i, a] * rhs[a]
-        for j in range(n):
-            acc += pm[i, j] * z[j] * free[j]
-        qdd[i] = acc
-    diag[2] = math.sqrt(lam2)
+    _null_projector(jp, jf, pm)  # P = I - J+ J
+    cache[at + _F_DAMP_J] = math.sqrt(lam2)
     # ||M|| (all joints) and sigma of A = M P (free joints)
-    mf, top = _zeros(arena, top, (r, n))
     ones, top = _ones(arena, top, (n,))
     _select_rows(mmat, reaction_rows, ones, mf)
     mmt, top = _zeros(arena, top, (3, 3))
@@ -807,7 +824,6 @@ def _lse_solve(arena, top, jac, rhs, mmat, nvec, task_rows, reaction_rows, free,
     _select_rows(mmat, reaction_rows, free, mf)
     e_lo, e_hi = _sym_eig_extremes(mmt, r)
     m_norm = math.sqrt(max(e_hi, 0.0))
-    am, top = _zeros(arena, top, (3, n))
     for a in range(r):
         for j in range(n):
             acc = 0.0
@@ -819,20 +835,32 @@ def _lse_solve(arena, top, jac, rhs, mmat, nvec, task_rows, reaction_rows, free,
     e_lo, e_hi = _sym_eig_extremes(aat, r)
     sigma = math.sqrt(max(e_lo, 0.0))
     sigma_ratio = sigma / m_norm if m_norm > 0.0 else 1.0
-    diag[0] = sigma_ratio
-    diag[1] = m_norm
-    diag[3] = 0.0
+    cache[at + _F_SIGMA] = sigma_ratio
+    cache[at + _F_M_NORM] = m_norm
+    cache[at + _F_DAMP_M] = 0.0
+    cache[at + _F_BRANCH] = _B_PINV
     if solver == SOLVER_PINV or m_norm <= 0.0:
-        return
+        return at
     if solver == SOLVER_LSE_REACTION_FIRST and sigma_ratio < sigma_threshold:
         jjt, top = _zeros(arena, top, (3, 3))
         _gram(jf, jjt)
-        _reaction_first(arena, top, jf, mf, rhs, nvec, z, free, m_norm, lam2 + _damping_squared(
-            sigma_ratio, sigma_threshold, damp_max * math.sqrt(max(_sym_eig_extremes(jjt, m)[1], 0.0))),
-            qdd, diag)
-        return
+        lam2 += _damping_squared(sigma_ratio, sigma_threshold,
+                                 damp_max * math.sqrt(max(_sym_eig_extremes(jjt, m)[1], 0.0)))
+        # the reaction first (see _lse_apply): M+ = M^T (M M^T)^-1, Q = I - M+ M, (J Q)+ damped
+        _regularised_pinv(arena, top, mf, (1e-12 * m_norm) ** 2, mp)
+        _null_projector(mp, mf, qm)
+        for a in range(m):
+            for j in range(n):
+                acc = 0.0
+                for k in range(n):
+                    acc += jf[a, k] * qm[k, j]
+                jq[a, j] = acc
+        _regularised_pinv(arena, top, jq, lam2, jqp)
+        cache[at + _F_DAMP_M] = math.sqrt(lam2)
+        cache[at + _F_BRANCH] = _B_REACTION_FIRST
+        return at
     lam2 = _damping_squared(sigma_ratio, sigma_threshold, damp_max * m_norm)
-    if diag[2] > 0.0:
+    if cache[at + _F_DAMP_J] > 0.0:
         # J⁺ damped: P is no projector, so solve with M Aᵀ = M P Mᵀ instead of A Aᵀ
         # (equal for a projector), which keeps the reaction rows exact
         for a in range(r):
@@ -843,9 +871,80 @@ def _lse_solve(arena, top, jac, rhs, mmat, nvec, task_rows, reaction_rows, free,
                 aat[a, b] = acc
     for a in range(r):
         aat[a, a] += lam2
-    diag[3] = math.sqrt(lam2)
-    h, top = _zeros(arena, top, (3, 3))
+    cache[at + _F_DAMP_M] = math.sqrt(lam2)
+    for a in range(3):
+        for b in range(3):
+            h[a, b] = 0.0
     _spd_inverse(aat, r, h)
+    cache[at + _F_BRANCH] = _B_LSE
+    return at
+
+
+@njit(cache=True, error_model="numpy")
+def _lse_apply(arena, top, cache, at, m, r, rhs, nvec, z, free, qdd, diag):
+    """One damped eq. 6 solve over the free joints from the factors in the slot at
+    ``cache[at:]`` (:func:`_lse_factor`) for ``m`` task and ``r`` reaction rows; writes qdd
+    (zero on fixed joints).
+
+    ``rhs`` = x_dd - J̇q̇ - J qdd_fixed (task rows), ``nvec`` = n + M qdd_fixed - T_des
+    (reaction rows). ``z`` is a secondary joint acceleration projected into the null
+    space of J (and, for LSE, then corrected for reaction). ``diag`` out: sigma_ratio,
+    ||M||, J damping used, M-projection damping used. Scratch from ``arena[top:]``.
+
+    Eq. 6: ``qdd = q̈₀ − Aᵀ (A Mᵀ + λ² I)⁻¹ (M q̈₀ + n)`` with ``q̈₀ = J⁺ rhs + P z``.
+    With the reaction first (the solution near a reaction singularity):
+    ``qdd = M⁺ y + (J Q)⁺_λ (rhs − J M⁺ y) + (Q − (J Q)⁺ J Q) z`` with ``y = −nvec``
+    (``M qdd + nvec = 0``), ``Q = I − M⁺ M``. Where ``[J; M]`` has full rank and ``λ = 0``
+    this is the same minimum-norm solution as eq. 6; as ``[J; M]`` loses rank the
+    damping ``λ`` acts on the task, so the base keeps feeling nothing and the end
+    effector lags in the singular direction (the residual is reported).
+    """
+    n = qdd.shape[0]
+    jf, jp, pm, mf, am, h, mp, qm, jq, jqp = _slot_views(cache, at, n, m, r)
+    diag[0] = cache[at + _F_SIGMA]
+    diag[1] = cache[at + _F_M_NORM]
+    diag[2] = cache[at + _F_DAMP_J]
+    diag[3] = cache[at + _F_DAMP_M]
+    branch = cache[at + _F_BRANCH]
+    if branch == _B_REACTION_FIRST:
+        q1, top = _zeros(arena, top, (n,))
+        for j in range(n):
+            acc = 0.0
+            for a in range(r):
+                acc -= mp[j, a] * nvec[a]
+            q1[j] = acc
+        e, top = _zeros(arena, top, (3,))
+        for a in range(m):
+            acc = rhs[a]
+            for j in range(n):
+                acc -= jf[a, j] * q1[j]
+            e[a] = acc
+        zf, top = _empty(arena, top, (n,))
+        for j in range(n):
+            zf[j] = z[j] * free[j]
+        jqz, top = _zeros(arena, top, (3,))
+        for a in range(m):
+            acc = 0.0
+            for j in range(n):
+                acc += jq[a, j] * zf[j]
+            jqz[a] = acc
+        for i in range(n):
+            acc = q1[i]
+            for a in range(m):
+                acc += jqp[i, a] * (e[a] - jqz[a])
+            for j in range(n):
+                acc += qm[i, j] * zf[j]
+            qdd[i] = acc * free[i]
+        return
+    for i in range(n):
+        acc = 0.0
+        for a in range(m):
+            acc += jp[i, a] * rhs[a]
+        for j in range(n):
+            acc += pm[i, j] * z[j] * free[j]
+        qdd[i] = acc
+    if branch != _B_LSE:
+        return
     # y = M qdd0 + n ;  qdd -= A^T H y
     y, top = _zeros(arena, top, (3,))
     for a in range(r):
@@ -864,7 +963,21 @@ def _lse_solve(arena, top, jac, rhs, mmat, nvec, task_rows, reaction_rows, free,
 
 
 @njit(cache=True, error_model="numpy")
-def _solve_parts(arena, top, jac, jdqd, xdd, mmat, nvec, t_des, task_rows, reaction_rows, free, fixed, z,
+def _lse_solve(arena, top, jac, rhs, mmat, nvec, task_rows, reaction_rows, free, z, solver, sigma_threshold,
+               damp_max, j_sigma, j_damp, qdd, diag):
+    """One damped eq. 6 solve over the free joints (:func:`_lse_factor`, then
+    :func:`_lse_apply`; see there); writes qdd (zero on fixed joints) and diag.
+    Scratch from ``arena[top:]``."""
+    n = qdd.shape[0]
+    cache, top = _empty(arena, top, (_factor_cache_size(n, 1),))
+    _factor_cache_clear(cache, n)
+    at = _lse_factor(arena, top, cache, jac, mmat, task_rows, reaction_rows, free, solver, sigma_threshold, damp_max,
+                     j_sigma, j_damp)
+    _lse_apply(arena, top, cache, at, task_rows.shape[0], reaction_rows.shape[0], rhs, nvec, z, free, qdd, diag)
+
+
+@njit(cache=True, error_model="numpy")
+def _solve_parts(arena, top, cache, jac, jdqd, xdd, mmat, nvec, t_des, task_rows, reaction_rows, free, fixed, z,
                  solver, sigma_threshold, damp_max, j_sigma, j_damp, c, d, diag):
     """Eq. 6 over the free joints, split into its two parts (``c + d`` is the solution).
 
@@ -873,8 +986,9 @@ def _solve_parts(arena, top, jac, jdqd, xdd, mmat, nvec, t_des, task_rows, react
     reaction. ``d`` is the part that scales with the task: ``x_dd − J̇q̇`` and the
     secondary ``z`` (with its reaction correction). The damping of both solves depends
     only on the free set, so eq. 6 is linear in what is split and ``c + s d`` meets the
-    reaction rows for every ``s`` while the task rows get ``s (x_dd − J̇q̇)``. Scratch
-    from ``arena[top:]``.
+    reaction rows for every ``s`` while the task rows get ``s (x_dd − J̇q̇)``. Both
+    solves share one factorisation, from the factor ``cache`` (:func:`_lse_factor`).
+    Scratch from ``arena[top:]``.
     """
     n = c.shape[0]
     m = task_rows.shape[0]
@@ -892,16 +1006,16 @@ def _solve_parts(arena, top, jac, jdqd, xdd, mmat, nvec, t_des, task_rows, react
         for j in range(n):
             acc += mmat[reaction_rows[a], j] * fixed[j]
         nv[a] = acc
-    _lse_solve(arena, top, jac, rhs, mmat, nv, task_rows, reaction_rows, free, zero_z, solver, sigma_threshold,
-               damp_max, j_sigma, j_damp, c, diag)
+    at = _lse_factor(arena, top, cache, jac, mmat, task_rows, reaction_rows, free, solver, sigma_threshold,
+                     damp_max, j_sigma, j_damp)
+    _lse_apply(arena, top, cache, at, m, r, rhs, nv, zero_z, free, c, diag)
     for j in range(n):
         c[j] = c[j] * free[j] + fixed[j]
     for a in range(m):
         rhs[a] = xdd[task_rows[a]] - jdqd[task_rows[a]]
     for a in range(r):
         nv[a] = 0.0
-    _lse_solve(arena, top, jac, rhs, mmat, nv, task_rows, reaction_rows, free, z, solver, sigma_threshold,
-               damp_max, j_sigma, j_damp, d, diag)
+    _lse_apply(arena, top, cache, at, m, r, rhs, nv, z, free, d, diag)
     for j in range(n):
         d[j] *= free[j]
 
@@ -991,16 +1105,21 @@ def solve_ik(jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows, reaction_rows,
         diag: out (8,): sigma_ratio, ||M||, J damping, M P damping, limited (0/1),
             residual ||J qdd + J̇q̇ - x_dd|| [m/s^2], iterations, reaction residual [N m].
     """
-    arena = np.empty(arena_size(q.shape[0]))
-    _solve_ik_in(arena, 0, jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows, reaction_rows, q_min, q_max, qd_max,
-                 qdd_max, dt, solver, sigma_threshold, damp_max, j_sigma, j_damp, k_null, k_limit, z_extra, qdd, diag)
+    n = q.shape[0]
+    arena = np.empty(arena_size(n))
+    cache = np.empty(_factor_cache_size(n, FACTOR_SLOTS))
+    _factor_cache_clear(cache, n)
+    _solve_ik_in(arena, 0, cache, jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows, reaction_rows, q_min, q_max,
+                 qd_max, qdd_max, dt, solver, sigma_threshold, damp_max, j_sigma, j_damp, k_null, k_limit, z_extra, qdd,
+                 diag)
 
 
 @njit(cache=True, error_model="numpy")
-def _solve_ik_in(arena, top, jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows, reaction_rows, q_min, q_max,
-                 qd_max, qdd_max, dt, solver, sigma_threshold, damp_max, j_sigma, j_damp, k_null, k_limit, z_extra,
-                 qdd, diag):
-    """:func:`solve_ik` with its scratch from ``arena[top:]``."""
+def _solve_ik_in(arena, top, cache, jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows, reaction_rows, q_min,
+                 q_max, qd_max, qdd_max, dt, solver, sigma_threshold, damp_max, j_sigma, j_damp, k_null, k_limit,
+                 z_extra, qdd, diag):
+    """:func:`solve_ik` with its scratch from ``arena[top:]`` and its factorisations from
+    the factor ``cache`` (:func:`_lse_factor`: cleared for these ``jac`` and ``mmat``)."""
     n = q.shape[0]
     m = task_rows.shape[0]
     r = reaction_rows.shape[0]
@@ -1021,7 +1140,7 @@ def _solve_ik_in(arena, top, jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows
     sol, top = _empty(arena, top, (n,))
     best, top = _empty(arena, top, (n,))
     no_torque, top = _zeros(arena, top, (3,))
-    _solve_parts(arena, top, jac, jdqd, xdd, mmat, nvec, t_des, task_rows, reaction_rows, free, fixed, z,
+    _solve_parts(arena, top, cache, jac, jdqd, xdd, mmat, nvec, t_des, task_rows, reaction_rows, free, fixed, z,
                  solver, sigma_threshold, damp_max, j_sigma, j_damp, c, d, diag)
     sigma_full = diag[0]  # the gauge of the full arm, not of the joints left free
     for j in range(n):
@@ -1038,8 +1157,8 @@ def _solve_ik_in(arena, top, jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows
             # whole arm). The base feedback torque is dropped while saturated: it must not
             # cost the task.
             sigma_floor = min(sigma_threshold, 0.5 * sigma_full)
-            _solve_parts(arena, top, jac, jdqd, xdd, mmat, nvec, no_torque, task_rows, reaction_rows, free, fixed, z,
-                         solver, sigma_threshold, damp_max, j_sigma, j_damp, c, d, diag)
+            _solve_parts(arena, top, cache, jac, jdqd, xdd, mmat, nvec, no_torque, task_rows, reaction_rows, free,
+                         fixed, z, solver, sigma_threshold, damp_max, j_sigma, j_damp, c, d, diag)
             best_s = -math.inf
             n_free = n
             for _ in range(n):
@@ -1058,7 +1177,7 @@ def _solve_ik_in(arena, top, jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows
                 fixed[worst] = hi[worst] if sol[worst] > hi[worst] else lo[worst]
                 n_free -= 1
                 iterations += 1
-                _solve_parts(arena, top, jac, jdqd, xdd, mmat, nvec, no_torque, task_rows, reaction_rows, free,
+                _solve_parts(arena, top, cache, jac, jdqd, xdd, mmat, nvec, no_torque, task_rows, reaction_rows, free,
                              fixed, z, solver, sigma_threshold, damp_max, j_sigma, j_damp, c, d, diag)
                 for j in range(n):
                     sol[j] = c[j] + d[j]
@@ -1074,8 +1193,8 @@ def _solve_ik_in(arena, top, jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows
             # keep the task: fix saturating joints one by one, re-solve with the rest
             for _ in range(n + 1):
                 iterations += 1
-                _solve_parts(arena, top, jac, jdqd, xdd, mmat, nvec, t_des, task_rows, reaction_rows, free, fixed, z,
-                             solver, sigma_threshold, damp_max, j_sigma, j_damp, c, d, diag)
+                _solve_parts(arena, top, cache, jac, jdqd, xdd, mmat, nvec, t_des, task_rows, reaction_rows, free,
+                             fixed, z, solver, sigma_threshold, damp_max, j_sigma, j_damp, c, d, diag)
                 for j in range(n):
                     sol[j] = c[j] + d[j]
                 worst = _worst_joint(sol, lo, hi, qdd_max, free)
@@ -1425,7 +1544,9 @@ def controller_step(q, qd, base_pos, base_quat, base_w, base_v, have_base, momen
         _sigma_ascent_in(arena, top, q, jac, mmat, joint_xyz, joint_rot, joint_axis, link_mass, link_com,
                          link_inertia, ee_offset, base_mass, base_inertia, task_rows, reaction_rows,
                          params[P_J_SIGMA_M], params[P_J_DAMP_M], params[P_K_SIGMA], z_extra)
-    _solve_ik_in(arena, top, jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows, reaction_rows, q_min, q_max,
+    cache, top = _empty(arena, top, (_factor_cache_size(n, FACTOR_SLOTS),))  # this tick's factorisations
+    _factor_cache_clear(cache, n)
+    _solve_ik_in(arena, top, cache, jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows, reaction_rows, q_min, q_max,
                  qd_max, qdd_max, dt, params[P_SOLVER], params[P_SIGMA_THRESHOLD], params[P_DAMP_MAX],
                  params[P_J_SIGMA_M], params[P_J_DAMP_M], params[P_K_NULL], params[P_K_LIMIT], z_extra, qdd, diag)
     # the base-rate bound (eq. 2's torque turned into the base rate after the step)
@@ -1438,7 +1559,7 @@ def controller_step(q, qd, base_pos, base_quat, base_w, base_v, have_base, momen
     if bounded and rate > limit:
         status[S_RATE_BOUNDED] = 1.0
         status[S_RATE_SCALE], rate = _bound_base_rate(
-            arena, top, jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows, reaction_rows, q_min, q_max, qd_max,
+            arena, top, cache, jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows, reaction_rows, q_min, q_max, qd_max,
             qdd_max, params, z_extra, rot0, i0inv, base_inertia, w_now, w_next, limit, qdd, diag)
     status[S_BASE_RATE] = rate
     fault = 0.0
@@ -1534,8 +1655,8 @@ def _rate_limited_torque(rot0, i0inv, base_inertia, w0, dt, limit, t_des):
 
 
 @njit(cache=True, error_model="numpy")
-def _bound_base_rate(arena, top, jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows, reaction_rows, q_min, q_max,
-                     qd_max, qdd_max, params, z_extra, rot0, i0inv, base_inertia, w0, w_next, limit, qdd, diag):
+def _bound_base_rate(arena, top, cache, jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows, reaction_rows, q_min,
+                     q_max, qd_max, qdd_max, params, z_extra, rot0, i0inv, base_inertia, w0, w_next, limit, qdd, diag):
     """Keep the predicted base rate within ``limit`` by scaling the task (controller_step).
 
     ``qdd`` (the IK's solution for the task ``xdd``, whose predicted base rate
@@ -1553,7 +1674,7 @@ def _bound_base_rate(arena, top, jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_
     instead and the bound is not met (the returned rate exceeds ``limit``); where ``q̈₀``
     is not finite, ``q̈₁`` is kept (``s = 1``). ``diag`` is refreshed for the blend
     (limited set when ``s < 1``; the residuals recomputed). Returns ``(s, |w(s)|)``.
-    Scratch from ``arena[top:]``."""
+    Scratch from ``arena[top:]``; the factorisations from the tick's ``cache`` (the same J and M)."""
     n = qdd.shape[0]
     q1, top = _empty(arena, top, (n,))
     x0, top = _empty(arena, top, (3,))
@@ -1569,7 +1690,7 @@ def _bound_base_rate(arena, top, jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_
     limited = diag[4]
     iterations = diag[6]
     sigma = diag[0]
-    _solve_ik_in(arena, top, jac, jdqd, mmat, nvec, x0, t_des, q, qd, task_rows, reaction_rows, q_min, q_max,
+    _solve_ik_in(arena, top, cache, jac, jdqd, mmat, nvec, x0, t_des, q, qd, task_rows, reaction_rows, q_min, q_max,
                  qd_max, qdd_max, params[P_DT], SOLVER_LSE_REACTION_FIRST, params[P_SIGMA_THRESHOLD],
                  params[P_DAMP_MAX], params[P_J_SIGMA_M], params[P_J_DAMP_M], params[P_K_NULL], params[P_K_LIMIT],
                  z_extra, qdd, diag)
