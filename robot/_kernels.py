@@ -87,12 +87,12 @@ SOLVER_LSE_REACTION_FIRST = 2.0  # eq. 6; at a reaction singularity the task giv
 def arena_size(n):
     """Floats of work arena the kernels need for an arm of ``n`` joints.
 
-    The deepest chain (controller_step -> sigma_ascent -> _lse_solve -> _lse_factor)
+    The deepest chain (controller_step -> sigma_ascent -> _sigma_ratio_base -> _lse_factor)
     takes fewer than ``2 n^2 + 60 n + 100`` floats for up to 3 task and 3 reaction rows,
     plus the IK's factor cache (:data:`FACTOR_SLOTS` slots of ``2 n^2 + 21 n + 17``);
     this leaves a margin.
     """
-    return 4 * n * n + 64 * n + 256 + 8 * (2 * n * n + 21 * n + 17)
+    return 4 * n * n + 64 * n + 258 + 8 * (2 * n * n + 21 * n + 17)
 
 
 @intrinsic
@@ -663,15 +663,18 @@ def _damped_pinv(arena, top, jf, j_sigma, j_damp, jp):
     """Damped pseudoinverse ``jp = Jᵀ (J Jᵀ + λ² I)⁻¹`` (n x m) of an m x n ``jf`` (m <= 3).
 
     ``λ`` is zero while ``σ_min(J) >= j_sigma`` [m/rad] (then ``jp`` is the exact
-    pseudoinverse) and rises smoothly to ``j_damp`` at ``σ_min = 0``. Returns ``λ²``.
-    Scratch from ``arena[top:]``.
+    pseudoinverse) and rises smoothly to ``j_damp`` at ``σ_min = 0``. Returns ``λ²`` and
+    the largest eigenvalue of ``J Jᵀ``. Scratch from ``arena[top:]``.
     """
+    m = jf.shape[0]
     jjt, top = _zeros(arena, top, (3, 3))
     _gram(jf, jjt)
-    e_lo, e_hi = _sym_eig_extremes(jjt, jf.shape[0])
+    e_lo, e_hi = _sym_eig_extremes(jjt, m)
     lam2 = _damping_squared(math.sqrt(max(e_lo, 0.0)), j_sigma, j_damp)
-    _regularised_pinv(arena, top, jf, lam2, jp)
-    return lam2
+    for a in range(m):  # J Jᵀ + λ² I, J Jᵀ formed once
+        jjt[a, a] += lam2
+    _pinv_of_gram(arena, top, jf, jjt, jp)
+    return lam2, e_hi
 
 
 @njit(cache=True, error_model="numpy")
@@ -694,6 +697,15 @@ def _regularised_pinv(arena, top, mat, lam2, out):
     _gram(mat, g)
     for a in range(k):
         g[a, a] += lam2
+    _pinv_of_gram(arena, top, mat, g, out)
+
+
+@njit(cache=True, error_model="numpy")
+def _pinv_of_gram(arena, top, mat, g, out):
+    """``out = matᵀ g⁻¹`` (n x k) of a k x n ``mat`` (k <= 3) and a symmetric positive
+    definite ``g`` (the leading k x k block of a 3 x 3: ``mat matᵀ + λ² I``); scratch from
+    ``arena[top:]``."""
+    k = mat.shape[0]
     gi, top = _zeros(arena, top, (3, 3))
     _spd_inverse(g, k, gi)
     for j in range(mat.shape[1]):
@@ -714,6 +726,8 @@ def jjt_of(jf):
 
 
 # Eq. 6's factors over one free set, kept in a slot of a factor cache (see _lse_factor).
+# Cache header: a clock (the slots' last use), ||M|| (-1: not yet computed); then the slots.
+_C_CLOCK, _C_M_NORM, _C_HEAD = 0, 1, 2
 # Slot header: key (free set and solver; -1: empty), last use, then what the solve
 # reports in diag (sigma_ratio, ||M||, J damping, M-projection damping) and its branch.
 _F_KEY, _F_USED, _F_SIGMA, _F_M_NORM, _F_DAMP_J, _F_DAMP_M, _F_BRANCH = range(7)
@@ -735,16 +749,17 @@ def _slot_size(n):
 
 @njit(cache=True, error_model="numpy")
 def _factor_cache_size(n, slots):
-    """Floats of a factor cache of ``slots`` slots (one float for its clock)."""
-    return 1 + slots * _slot_size(n)
+    """Floats of a factor cache of ``slots`` slots (and its header)."""
+    return _C_HEAD + slots * _slot_size(n)
 
 
 @njit(cache=True, error_model="numpy")
 def _factor_cache_clear(cache, n):
     """Empty every slot: the cache is valid for one (J, M) and one set of IK settings."""
     size = _slot_size(n)
-    cache[0] = 0.0
-    for at in range(1, cache.shape[0] - size + 1, size):
+    cache[_C_CLOCK] = 0.0
+    cache[_C_M_NORM] = -1.0
+    for at in range(_C_HEAD, cache.shape[0] - size + 1, size):
         cache[at + _F_KEY] = -1.0
         cache[at + _F_USED] = 0.0
 
@@ -798,11 +813,11 @@ def _lse_factor(arena, top, cache, jac, mmat, task_rows, reaction_rows, free, so
         if free[j] != 0.0:
             key += bit
         bit *= 2.0
-    clock = cache[0] + 1.0
-    cache[0] = clock
+    clock = cache[_C_CLOCK] + 1.0
+    cache[_C_CLOCK] = clock
     at = -1
     oldest = math.inf
-    for slot in range(1, cache.shape[0] - size + 1, size):
+    for slot in range(_C_HEAD, cache.shape[0] - size + 1, size):
         if cache[slot + _F_KEY] == key:
             cache[slot + _F_USED] = clock
             return slot
@@ -813,17 +828,18 @@ def _lse_factor(arena, top, cache, jac, mmat, task_rows, reaction_rows, free, so
     cache[at + _F_USED] = clock
     jf, jp, pm, mf, am, h, mp, qm, jq, jqp = _slot_views(cache, at, n, m, r)
     _select_rows(jac, task_rows, free, jf)
-    lam2 = _damped_pinv(arena, top, jf, j_sigma, j_damp, jp)
+    lam2, jjt_max = _damped_pinv(arena, top, jf, j_sigma, j_damp, jp)
     _null_projector(jp, jf, pm)  # P = I - J+ J
     cache[at + _F_DAMP_J] = math.sqrt(lam2)
-    # ||M|| (all joints) and sigma of A = M P (free joints)
-    ones, top = _ones(arena, top, (n,))
-    _select_rows(mmat, reaction_rows, ones, mf)
-    mmt, top = _zeros(arena, top, (3, 3))
-    _gram(mf, mmt)
+    # ||M|| (all joints: once per cache) and sigma of A = M P (free joints)
+    if cache[_C_M_NORM] < 0.0:
+        ones, top_m = _ones(arena, top, (n,))
+        _select_rows(mmat, reaction_rows, ones, mf)
+        mmt, top_m = _zeros(arena, top_m, (3, 3))
+        _gram(mf, mmt)
+        cache[_C_M_NORM] = math.sqrt(max(_sym_eig_extremes(mmt, r)[1], 0.0))
+    m_norm = cache[_C_M_NORM]
     _select_rows(mmat, reaction_rows, free, mf)
-    e_lo, e_hi = _sym_eig_extremes(mmt, r)
-    m_norm = math.sqrt(max(e_hi, 0.0))
     for a in range(r):
         for j in range(n):
             acc = 0.0
@@ -842,10 +858,7 @@ def _lse_factor(arena, top, cache, jac, mmat, task_rows, reaction_rows, free, so
     if solver == SOLVER_PINV or m_norm <= 0.0:
         return at
     if solver == SOLVER_LSE_REACTION_FIRST and sigma_ratio < sigma_threshold:
-        jjt, top = _zeros(arena, top, (3, 3))
-        _gram(jf, jjt)
-        lam2 += _damping_squared(sigma_ratio, sigma_threshold,
-                                 damp_max * math.sqrt(max(_sym_eig_extremes(jjt, m)[1], 0.0)))
+        lam2 += _damping_squared(sigma_ratio, sigma_threshold, damp_max * math.sqrt(max(jjt_max, 0.0)))
         # the reaction first (see _lse_apply): M+ = M^T (M M^T)^-1, Q = I - M+ M, (J Q)+ damped
         _regularised_pinv(arena, top, mf, (1e-12 * m_norm) ** 2, mp)
         _null_projector(mp, mf, qm)
@@ -960,20 +973,6 @@ def _lse_apply(arena, top, cache, at, m, r, rhs, nvec, z, free, qdd, diag):
         for a in range(r):
             acc += am[a, j] * hy[a]
         qdd[j] -= acc
-
-
-@njit(cache=True, error_model="numpy")
-def _lse_solve(arena, top, jac, rhs, mmat, nvec, task_rows, reaction_rows, free, z, solver, sigma_threshold,
-               damp_max, j_sigma, j_damp, qdd, diag):
-    """One damped eq. 6 solve over the free joints (:func:`_lse_factor`, then
-    :func:`_lse_apply`; see there); writes qdd (zero on fixed joints) and diag.
-    Scratch from ``arena[top:]``."""
-    n = qdd.shape[0]
-    cache, top = _empty(arena, top, (_factor_cache_size(n, 1),))
-    _factor_cache_clear(cache, n)
-    at = _lse_factor(arena, top, cache, jac, mmat, task_rows, reaction_rows, free, solver, sigma_threshold, damp_max,
-                     j_sigma, j_damp)
-    _lse_apply(arena, top, cache, at, task_rows.shape[0], reaction_rows.shape[0], rhs, nvec, z, free, qdd, diag)
 
 
 @njit(cache=True, error_model="numpy")
@@ -1248,12 +1247,12 @@ def _sigma_ratio_base(arena, top, q, joint_xyz, joint_rot, joint_axis, link_mass
     for r in range(3):
         for j in range(n):
             mm[r, j] = base_inertia[r, 0] * om[0, j] + base_inertia[r, 1] * om[1, j] + base_inertia[r, 2] * om[2, j]
-    sol, top = _empty(arena, top, (n,))
-    zero3, top = _zeros(arena, top, (3,))
     ones, top = _ones(arena, top, (n,))
-    zero_z, top = _zeros(arena, top, (n,))
-    _lse_solve(arena, top, jg, zero3, mm, zero3, task_rows, reaction_rows, ones, zero_z, SOLVER_PINV, 0.0, 0.0,
-               j_sigma, j_damp, sol, diag)
+    cache, top = _empty(arena, top, (_factor_cache_size(n, 1),))
+    _factor_cache_clear(cache, n)
+    at = _lse_factor(arena, top, cache, jg, mm, task_rows, reaction_rows, ones, SOLVER_PINV, 0.0, 0.0, j_sigma,
+                     j_damp)
+    diag[0] = cache[at + _F_SIGMA]
     return diag[0]
 
 
@@ -1484,12 +1483,14 @@ def controller_step(q, qd, base_pos, base_quat, base_w, base_v, have_base, momen
     if momentum:  # the measured end-effector velocity (base twist and joint rates), task frame
         _ee_state_in(arena, top, q, qd, base_pos, rot0, base_v, base_w, joint_xyz, joint_rot, joint_axis, ee_offset,
                      ee_meas, ev_meas)
-    m = task_rows.shape[0]
-    jf, top = _empty(arena, top, (m, n))
+    # this tick's factorisations of eq. 6 (the IK's; the whole arm's first, for its J⁺)
+    cache, top = _empty(arena, top, (_factor_cache_size(n, FACTOR_SLOTS),))
+    _factor_cache_clear(cache, n)
     ones, top = _ones(arena, top, (n,))
-    _select_rows(jac, task_rows, ones, jf)
-    jp, top = _empty(arena, top, (n, m))
-    _damped_pinv(arena, top, jf, params[P_J_SIGMA_M], params[P_J_DAMP_M], jp)
+    at = _lse_factor(arena, top, cache, jac, mmat, task_rows, reaction_rows, ones, params[P_SOLVER],
+                     params[P_SIGMA_THRESHOLD], params[P_DAMP_MAX], params[P_J_SIGMA_M], params[P_J_DAMP_M])
+    m = task_rows.shape[0]
+    jp = _slot_views(cache, at, n, m, reaction_rows.shape[0])[1]
     for j in range(n):
         for r in range(3):
             jac_pinv[j, r] = 0.0
@@ -1544,8 +1545,6 @@ def controller_step(q, qd, base_pos, base_quat, base_w, base_v, have_base, momen
         _sigma_ascent_in(arena, top, q, jac, mmat, joint_xyz, joint_rot, joint_axis, link_mass, link_com,
                          link_inertia, ee_offset, base_mass, base_inertia, task_rows, reaction_rows,
                          params[P_J_SIGMA_M], params[P_J_DAMP_M], params[P_K_SIGMA], z_extra)
-    cache, top = _empty(arena, top, (_factor_cache_size(n, FACTOR_SLOTS),))  # this tick's factorisations
-    _factor_cache_clear(cache, n)
     _solve_ik_in(arena, top, cache, jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows, reaction_rows, q_min, q_max,
                  qd_max, qdd_max, dt, params[P_SOLVER], params[P_SIGMA_THRESHOLD], params[P_DAMP_MAX],
                  params[P_J_SIGMA_M], params[P_J_DAMP_M], params[P_K_NULL], params[P_K_LIMIT], z_extra, qdd, diag)
