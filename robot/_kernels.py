@@ -297,6 +297,7 @@ def _floating_base_maps_in(arena, top, q, joint_xyz, joint_rot, joint_axis, link
     rc, top = _empty(arena, top, (3,))
     tmp, top = _empty(arena, top, (3,))
     tmp2, top = _empty(arena, top, (3,))
+    ri, top = _empty(arena, top, (3, 3, 3))
     for j in range(n - 1, -1, -1):
         # add link j to the suffix sums
         for r in range(3):
@@ -306,12 +307,16 @@ def _floating_base_maps_in(arena, top, q, joint_xyz, joint_rot, joint_axis, link
             rc[r] = acc
         m = link_mass[j]
         r2 = rc[0] * rc[0] + rc[1] * rc[1] + rc[2] * rc[2]
+        for r in range(3):  # the products R[r, k] I[k, l] of R I Rᵀ, each formed once
+            for k in range(3):
+                for l in range(3):
+                    ri[r, k, l] = rots[j, r, k] * link_inertia[j, k, l]
         for r in range(3):
             for c in range(3):
                 acc = 0.0
                 for k in range(3):
                     for l in range(3):
-                        acc += rots[j, r, k] * link_inertia[j, k, l] * rots[j, c, l]
+                        acc += ri[r, k, l] * rots[j, c, l]
                 kbar[r, c] += acc - m * rc[r] * rc[c]
             kbar[r, r] += m * r2
             sbar[r] += m * rc[r]
