@@ -274,19 +274,20 @@ def floating_base_maps(q, joint_xyz, joint_rot, joint_axis, link_mass, link_com,
         re: out (3,) end-effector position relative to the base centre of mass [m].
     """
     arena = np.empty(arena_size(q.shape[0]))
+    n = q.shape[0]
     _floating_base_maps_in(arena, 0, q, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
-                           ee_offset, base_mass, base_inertia, jg, om, re, np.empty((3, 3)), np.empty(3))
+                           ee_offset, base_mass, base_inertia, jg, om, re, np.empty((3, 3)), np.empty(3),
+                           np.empty((n, 3)), np.empty((n, 3)))
 
 
 @njit(cache=True, error_model="numpy")
 def _floating_base_maps_in(arena, top, q, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
-                           ee_offset, base_mass, base_inertia, jg, om, re, ainv, cg):
+                           ee_offset, base_mass, base_inertia, jg, om, re, ainv, cg, origins, axes):
     """:func:`floating_base_maps` with its scratch from ``arena[top:]``; also ``ainv``
     (3, 3), the inverse of the locked system's inertia about the system centre of mass,
-    and ``cg`` (3,), that centre of mass relative to the base's, base frame."""
+    ``cg`` (3,), that centre of mass relative to the base's, and the forward kinematics'
+    joint ``origins`` and ``axes`` (n, 3), base frame."""
     n = q.shape[0]
-    origins, top = _empty(arena, top, (n, 3))
-    axes, top = _empty(arena, top, (n, 3))
     rots, top = _empty(arena, top, (n, 3, 3))
     _forward_kinematics_in(arena, top, q, joint_xyz, joint_rot, joint_axis, ee_offset, origins, axes, rots, re)
     kbar, top = _zeros(arena, top, (3, 3))
@@ -438,16 +439,16 @@ def _sym_eig_extremes(s, k):
 
 @njit(cache=True, error_model="numpy")
 def _maps_times_rates(arena, top, q, qd, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
-                      ee_offset, base_mass, base_inertia, l_b, jg, om, re, vee, w, ainv, rho):
+                      ee_offset, base_mass, base_inertia, l_b, jg, om, re, vee, w, ainv, rho, origins, axes):
     """floating_base_maps at q, plus the base rate ``w = Om qd + A⁻¹ L`` and the end
     effector's velocity ``vee = Jg qd + (A⁻¹ L) x rho`` relative to the system's centre of
     mass (base frame), for a system angular momentum ``l_b`` about that centre (base
     frame; zero: the zero-momentum maps). Also ``ainv`` = A⁻¹ (the locked system's
-    inverse inertia) and ``rho``, the end effector relative to the system's centre of
-    mass. Scratch from ``arena[top:]``."""
+    inverse inertia), ``rho``, the end effector relative to the system's centre of
+    mass, and the joint ``origins`` and ``axes`` (n, 3) at q. Scratch from ``arena[top:]``."""
     cg, top = _empty(arena, top, (3,))
     _floating_base_maps_in(arena, top, q, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
-                           ee_offset, base_mass, base_inertia, jg, om, re, ainv, cg)
+                           ee_offset, base_mass, base_inertia, jg, om, re, ainv, cg, origins, axes)
     lam, top = _empty(arena, top, (3,))
     for r in range(3):
         lam[r] = ainv[r, 0] * l_b[0] + ainv[r, 1] * l_b[1] + ainv[r, 2] * l_b[2]
@@ -478,18 +479,20 @@ def dynamics_terms(q, qd, rot0, joint_xyz, joint_rot, joint_axis, link_mass, lin
         vee_b: out (3,) EE velocity relative to the system's centre of mass,
             ``Jg qd + (A⁻¹ L) x rho``, base-frame components [m/s].
     """
-    arena = np.empty(arena_size(q.shape[0]))
+    n = q.shape[0]
+    arena = np.empty(arena_size(n))
     zero3 = np.zeros(3)
     _dynamics_terms_in(arena, 0, q, qd, rot0, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
                        ee_offset, base_mass, base_inertia, l_b, 0.0, zero3, zero3, zero3, jac, jdqd, mmat, nvec, re_b,
-                       vee_b, np.empty(3))
+                       vee_b, np.empty(3), np.empty((n, 3)), np.empty((n, 3)))
 
 
 @njit(cache=True, error_model="numpy")
 def _dynamics_terms_in(arena, top, q, qd, rot0, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
                        ee_offset, base_mass, base_inertia, l_b, infer, wm_b, f_b, pf_b, jac, jdqd, mmat, nvec, re_b,
-                       vee_b, w_b):
-    """:func:`dynamics_terms` with its scratch from ``arena[top:]``.
+                       vee_b, w_b, origins, axes):
+    """:func:`dynamics_terms` with its scratch from ``arena[top:]``; also the forward
+    kinematics' joint ``origins`` and ``axes`` (n, 3, base frame) at q.
 
     ``infer`` > 0: ``l_b`` is an output, the momentum that makes the model's base rate the
     measured ``wm_b`` (base frame): ``A (wm_b − Om qd)``, from the same evaluation of the
@@ -515,7 +518,7 @@ def _dynamics_terms_in(arena, top, q, qd, rot0, joint_xyz, joint_rot, joint_axis
     ainv, top = _empty(arena, top, (3, 3))
     rho, top = _empty(arena, top, (3,))
     _maps_times_rates(arena, top, q, qd, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
-                      ee_offset, base_mass, base_inertia, l_b, jg, om, re_b, vee_b, w_b, ainv, rho)
+                      ee_offset, base_mass, base_inertia, l_b, jg, om, re_b, vee_b, w_b, ainv, rho, origins, axes)
     if infer > 0:  # l_b was zero: w_b = Om qd; now the momentum the measured rate implies
         lam, top = _empty(arena, top, (3,))
         a_sys, top = _empty(arena, top, (3, 3))
@@ -545,12 +548,14 @@ def _dynamics_terms_in(arena, top, q, qd, rot0, joint_xyz, joint_rot, joint_axis
         w2, top_fd = _empty(arena, top_fd, (3,))
         ainv2, top_fd = _empty(arena, top_fd, (3, 3))
         rho2, top_fd = _empty(arena, top_fd, (3,))
+        origins2, top_fd = _empty(arena, top_fd, (n, 3))
+        axes2, top_fd = _empty(arena, top_fd, (n, 3))
         for sign in (1.0, -1.0):
             for j in range(n):
                 qp[j] = q[j] + sign * h * qd[j]
             _maps_times_rates(arena, top_fd, qp, qd, joint_xyz, joint_rot, joint_axis, link_mass, link_com,
                               link_inertia, ee_offset, base_mass, base_inertia, l_b, jg2, om2, re2, v2, w2, ainv2,
-                              rho2)
+                              rho2, origins2, axes2)
             for r in range(3):
                 dj[r] += sign * v2[r] / (2.0 * h)
                 dw[r] += sign * w2[r] / (2.0 * h)
@@ -1246,8 +1251,10 @@ def _sigma_ratio_base(arena, top, q, joint_xyz, joint_rot, joint_axis, link_mass
     re, top = _empty(arena, top, (3,))
     ainv, top = _empty(arena, top, (3, 3))
     cg, top = _empty(arena, top, (3,))
+    origins, top = _empty(arena, top, (n, 3))
+    axes, top = _empty(arena, top, (n, 3))
     _floating_base_maps_in(arena, top, q, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
-                           ee_offset, base_mass, base_inertia, jg, om, re, ainv, cg)
+                           ee_offset, base_mass, base_inertia, jg, om, re, ainv, cg, origins, axes)
     mm, top = _empty(arena, top, (3, n))
     for r in range(3):
         for j in range(n):
@@ -1480,14 +1487,15 @@ def controller_step(q, qd, base_pos, base_quat, base_w, base_v, have_base, momen
         f_b[r] = rot0[0, r] * ext_force[0] + rot0[1, r] * ext_force[1] + rot0[2, r] * ext_force[2]
         pf_b[r] = (rot0[0, r] * (ext_point[0] - base_pos[0]) + rot0[1, r] * (ext_point[1] - base_pos[1])
                    + rot0[2, r] * (ext_point[2] - base_pos[2]))
+    origins, top = _empty(arena, top, (n, 3))
+    axes, top = _empty(arena, top, (n, 3))
     _dynamics_terms_in(arena, top, q, qd, rot0, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
                        ee_offset, base_mass, base_inertia, l_b, 1.0 if mode == MOMENTUM_MEASURED else 0.0, wm_b, f_b,
-                       pf_b, jac, jdqd, mmat, nvec, re_b, vee_b, w_model_b)
+                       pf_b, jac, jdqd, mmat, nvec, re_b, vee_b, w_model_b, origins, axes)
     ee_meas, top = _empty(arena, top, (3,))
     ev_meas, top = _empty(arena, top, (3,))
     if momentum:  # the measured end-effector velocity (base twist and joint rates), task frame
-        _ee_state_in(arena, top, q, qd, base_pos, rot0, base_v, base_w, joint_xyz, joint_rot, joint_axis, ee_offset,
-                     ee_meas, ev_meas)
+        _ee_state_of(arena, top, origins, axes, re_b, qd, base_pos, rot0, base_v, base_w, ee_meas, ev_meas)
     # this tick's factorisations of eq. 6 (the IK's; the whole arm's first, for its J⁺)
     cache, top = _empty(arena, top, (_factor_cache_size(n, FACTOR_SLOTS),))
     _factor_cache_clear(cache, n)
@@ -1766,6 +1774,14 @@ def _ee_state_in(arena, top, q, qd, base_pos, rot0, base_v, base_w, joint_xyz, j
     rots, top = _empty(arena, top, (n, 3, 3))
     re, top = _empty(arena, top, (3,))
     _forward_kinematics_in(arena, top, q, joint_xyz, joint_rot, joint_axis, ee_offset, origins, axes, rots, re)
+    _ee_state_of(arena, top, origins, axes, re, qd, base_pos, rot0, base_v, base_w, ee, ee_v)
+
+
+@njit(cache=True, error_model="numpy")
+def _ee_state_of(arena, top, origins, axes, re, qd, base_pos, rot0, base_v, base_w, ee, ee_v):
+    """:func:`_ee_state_in` from the forward kinematics at q: the joint ``origins`` and
+    ``axes`` (n, 3) and the end effector ``re`` (3,), base frame. Scratch from ``arena[top:]``."""
+    n = qd.shape[0]
     vb, top = _zeros(arena, top, (3,))
     tmp, top = _empty(arena, top, (3,))
     tmp2, top = _empty(arena, top, (3,))
