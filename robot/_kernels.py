@@ -176,12 +176,11 @@ def _ones(arena, top, shape):
 
 
 @njit(cache=True, error_model="numpy")
-def _axis_rotation(axis: np.ndarray, angle: float, out: np.ndarray) -> None:
-    """Rodrigues: rotation by ``angle`` about the unit ``axis``."""
+def _axis_rotation(x: float, y: float, z: float, angle: float, out: np.ndarray) -> None:
+    """Rodrigues: rotation by ``angle`` about the unit axis ``(x, y, z)``."""
     c = math.cos(angle)
     s = math.sin(angle)
     t = 1.0 - c
-    x, y, z = axis[0], axis[1], axis[2]
     out[0, 0] = t * x * x + c
     out[0, 1] = t * x * y - s * z
     out[0, 2] = t * x * z + s * y
@@ -201,6 +200,12 @@ def _cross(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     out[0] = x
     out[1] = y
     out[2] = z
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _cross3(a0, a1, a2, b0, b1, b2):
+    """``a x b`` of two vectors given by their components (scalars: no array in a hot loop)."""
+    return a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0
 
 
 @njit(cache=True, error_model="numpy")
@@ -241,7 +246,7 @@ def _forward_kinematics_in(arena, top, q, joint_xyz, joint_rot, joint_axis, ee_o
                 for k in range(3):
                     acc += rot[r, k] * joint_rot[i, k, c]
                 tmp[r, c] = acc
-        _axis_rotation(joint_axis[i], q[i], jr)
+        _axis_rotation(joint_axis[i, 0], joint_axis[i, 1], joint_axis[i, 2], q[i], jr)
         for r in range(3):
             for c in range(3):
                 acc = 0.0
@@ -322,17 +327,15 @@ def _floating_base_maps_in(arena, top, q, joint_xyz, joint_rot, joint_axis, link
             kbar[r, r] += m * r2
             sbar[r] += m * rc[r]
         mbar += m
-        kj = axes[j]
-        oj = origins[j]
-        for r in range(3):
-            tmp[r] = sbar[r] - mbar * oj[r]
-        _cross(kj, tmp, tmp2)
-        for r in range(3):
-            jt[r, j] = tmp2[r]
-        _cross(kj, oj, tmp)
-        _cross(sbar, tmp, tmp2)
-        for r in range(3):
-            hq[r, j] = kbar[r, 0] * kj[0] + kbar[r, 1] * kj[1] + kbar[r, 2] * kj[2] - tmp2[r]
+        k0, k1, k2 = axes[j, 0], axes[j, 1], axes[j, 2]
+        o0, o1, o2 = origins[j, 0], origins[j, 1], origins[j, 2]
+        jt[0, j], jt[1, j], jt[2, j] = _cross3(k0, k1, k2, sbar[0] - mbar * o0, sbar[1] - mbar * o1,
+                                               sbar[2] - mbar * o2)
+        x0, x1, x2 = _cross3(k0, k1, k2, o0, o1, o2)
+        x0, x1, x2 = _cross3(sbar[0], sbar[1], sbar[2], x0, x1, x2)
+        hq[0, j] = kbar[0, 0] * k0 + kbar[0, 1] * k1 + kbar[0, 2] * k2 - x0
+        hq[1, j] = kbar[1, 0] * k0 + kbar[1, 1] * k1 + kbar[1, 2] * k2 - x1
+        hq[2, j] = kbar[2, 0] * k0 + kbar[2, 1] * k1 + kbar[2, 2] * k2 - x2
     mtot = base_mass + mbar
     c0, c1, c2 = sbar[0], sbar[1], sbar[2]
     cc = c0 * c0 + c1 * c1 + c2 * c2
@@ -344,26 +347,22 @@ def _floating_base_maps_in(arena, top, q, joint_xyz, joint_rot, joint_axis, link
     _inverse3(a, ainv)
     for r in range(3):
         cg[r] = sbar[r] / mtot
-    b, top = _empty(arena, top, (3,))
-    col, top = _empty(arena, top, (3,))
+    s0, s1, s2 = sbar[0], sbar[1], sbar[2]
+    e0, e1, e2 = re[0], re[1], re[2]
     for j in range(n):
+        x0, x1, x2 = _cross3(s0, s1, s2, jt[0, j], jt[1, j], jt[2, j])
+        b0 = hq[0, j] - x0 / mtot
+        b1 = hq[1, j] - x1 / mtot
+        b2 = hq[2, j] - x2 / mtot
         for r in range(3):
-            col[r] = jt[r, j]
-        _cross(sbar, col, tmp)
-        for r in range(3):
-            b[r] = hq[r, j] - tmp[r] / mtot
-        for r in range(3):
-            om[r, j] = -(ainv[r, 0] * b[0] + ainv[r, 1] * b[1] + ainv[r, 2] * b[2])
-        for r in range(3):
-            col[r] = om[r, j]
-        _cross(sbar, col, tmp)  # c x Om_j
-        _cross(col, re, tmp2)  # Om_j x r_e
-        for r in range(3):
-            tmp[r] = re[r] - origins[j, r]
-        _cross(axes[j], tmp, b)  # Je_j
-        for r in range(3):
-            cxo = sbar[(r + 1) % 3] * col[(r + 2) % 3] - sbar[(r + 2) % 3] * col[(r + 1) % 3]
-            jg[r, j] = (cxo - jt[r, j]) / mtot + tmp2[r] + b[r]
+            om[r, j] = -(ainv[r, 0] * b0 + ainv[r, 1] * b1 + ainv[r, 2] * b2)
+        w0, w1, w2 = om[0, j], om[1, j], om[2, j]
+        x0, x1, x2 = _cross3(w0, w1, w2, e0, e1, e2)  # Om_j x r_e
+        y0, y1, y2 = _cross3(axes[j, 0], axes[j, 1], axes[j, 2], e0 - origins[j, 0], e1 - origins[j, 1],
+                             e2 - origins[j, 2])  # Je_j
+        jg[0, j] = ((s1 * w2 - s2 * w1) - jt[0, j]) / mtot + x0 + y0  # (c x Om_j - Jt_j) / m + ...
+        jg[1, j] = ((s2 * w0 - s0 * w2) - jt[1, j]) / mtot + x1 + y1
+        jg[2, j] = ((s0 * w1 - s1 * w0) - jt[2, j]) / mtot + x2 + y2
 
 
 @njit(cache=True, error_model="numpy")
