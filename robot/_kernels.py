@@ -134,6 +134,24 @@ def _view(typingctx, arena, start, shape):
     return view_type(arena, start, shape), codegen
 
 
+@intrinsic
+def _untracked(typingctx, array):
+    """``array`` itself, untracked (no reference to its memory, as :func:`_view`'s views):
+    valid while the caller holds the array, with no reference counting wherever it is
+    passed on. For a kernel's array arguments, whose caller holds them for the call."""
+    if not isinstance(array, types.Array):
+        return None
+
+    def codegen(context, builder, sig, args):
+        src = make_array(sig.args[0])(context, builder, args[0])
+        out = make_array(sig.return_type)(context, builder)
+        populate_array(out, data=src.data, shape=src.shape, strides=src.strides, itemsize=src.itemsize, meminfo=None,
+                       parent=None)
+        return impl_ret_untracked(context, builder, sig.return_type, out._getvalue())
+
+    return array(array), codegen
+
+
 @njit(cache=True, error_model="numpy", inline="always")
 def _empty(arena, top, shape):
     """``np.empty(shape)`` without the heap: a view of the work arena at ``arena[top:]``.
@@ -1392,10 +1410,9 @@ def quat_to_rotvec(quat, out):
 
 @njit(cache=True, error_model="numpy")
 def controller_step(q, qd, base_pos, base_quat, base_w, base_v, have_base, momentum_l, ext_force, ext_point, x_cmd,
-                    v_cmd, a_cmd, joint_xyz, joint_rot,
-                    joint_axis, link_mass, link_com, link_inertia, ee_offset, base_mass, base_inertia, task_rows,
-                    reaction_rows, q_min, q_max, qd_max, qdd_max, params, qdd, q_cmd, qd_cmd, qdd_cmd, status,
-                    diag, jac_pinv, arena):
+                    v_cmd, a_cmd, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia, ee_offset,
+                    base_mass, base_inertia, task_rows, reaction_rows, q_min, q_max, qd_max, qdd_max, params, qdd,
+                    q_cmd, qd_cmd, qdd_cmd, status, diag, jac_pinv, arena):
     """One servo tick of the slave controller, all in one compiled call.
 
     ``params[P_MOMENTUM]`` (with the base state known): ``MOMENTUM_MEASURED``: the dynamics
@@ -1457,10 +1474,27 @@ def controller_step(q, qd, base_pos, base_quat, base_w, base_v, have_base, momen
         arena: (>= arena_size(n),) float64 work arena, contents irrelevant; the tick's
             scratch arrays live there (no heap allocation). Not to be shared by calls
             that may run at the same time.
+
+    The arrays are taken untracked (:func:`_untracked`: the caller holds them for the
+    call), so that the tick does no reference counting on them.
     """
+    u = _untracked
+    _controller_step_in(u(q), u(qd), u(base_pos), u(base_quat), u(base_w), u(base_v), have_base, u(momentum_l),
+                        u(ext_force), u(ext_point), u(x_cmd), u(v_cmd), u(a_cmd), u(joint_xyz), u(joint_rot),
+                        u(joint_axis), u(link_mass), u(link_com), u(link_inertia), u(ee_offset), base_mass,
+                        u(base_inertia), u(task_rows), u(reaction_rows), u(q_min), u(q_max), u(qd_max), u(qdd_max),
+                        u(params), u(qdd), u(q_cmd), u(qd_cmd), u(qdd_cmd), u(status), u(diag), u(jac_pinv),
+                        u(arena))
+
+
+@njit(cache=True, error_model="numpy")
+def _controller_step_in(q, qd, base_pos, base_quat, base_w, base_v, have_base, momentum_l, ext_force, ext_point,
+                        x_cmd, v_cmd, a_cmd, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
+                        ee_offset, base_mass, base_inertia, task_rows, reaction_rows, q_min, q_max, qd_max, qdd_max,
+                        params, qdd, q_cmd, qd_cmd, qdd_cmd, status, diag, jac_pinv, arena):
+    """:func:`controller_step` on untracked arrays."""
     n = q.shape[0]
     dt = params[P_DT]
-    arena = _view(arena, 0, arena.shape)  # type: ignore[call-arg]  # untracked (caller holds it): no ref counting
     top = 0
     rot0, top = _empty(arena, top, (3, 3))
     quat_to_matrix(base_quat[0], base_quat[1], base_quat[2], base_quat[3], rot0)
