@@ -88,9 +88,10 @@ def arena_size(n):
     """Floats of work arena the kernels need for an arm of ``n`` joints.
 
     The deepest chain (controller_step -> sigma_ascent -> _sigma_ratio_base -> _lse_factor)
-    takes fewer than ``2 n^2 + 60 n + 100`` floats for up to 3 task and 3 reaction rows,
-    plus the IK's factor cache (:data:`FACTOR_SLOTS` slots of ``2 n^2 + 21 n + 17``);
-    this leaves a margin.
+    takes fewer than ``2 n^2 + 66 n + 150`` floats for up to 3 task and 3 reaction rows
+    (measured: 642 for the 7-joint arm, 147 for the planar 3R over the bench trials),
+    plus the IK's factor cache (:data:`FACTOR_SLOTS` slots of ``2 n^2 + 21 n + 17``, and
+    2); this leaves a margin.
     """
     return 4 * n * n + 64 * n + 258 + 8 * (2 * n * n + 21 * n + 17)
 
