@@ -47,6 +47,7 @@ mass, i.e. the reaction torque the arm exerts on the base (eq. 2), task frame.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from numba import njit, types
@@ -798,25 +799,25 @@ def _slot_views(cache, at, n, m, r):
     jf (m, n), jp (n, m), pm (n, n), mf (r, n), am (3, n), h (3, 3), mp (n, r), qm (n, n),
     jq (m, n), jqp (n, m)."""
     o = at + _F_HEAD
-    jf = _view(cache, o, (m, n))  # type: ignore[call-arg]  # numba supplies typingctx
+    jf = _view(cache, o, (m, n))  # type: ignore[call-arg, var-annotated]  # numba supplies typingctx
     o += 3 * n
-    jp = _view(cache, o, (n, m))  # type: ignore[call-arg]
+    jp = _view(cache, o, (n, m))
     o += 3 * n
-    pm = _view(cache, o, (n, n))  # type: ignore[call-arg]
+    pm = _view(cache, o, (n, n))
     o += n * n
-    mf = _view(cache, o, (r, n))  # type: ignore[call-arg]
+    mf = _view(cache, o, (r, n))
     o += 3 * n
-    am = _view(cache, o, (3, n))  # type: ignore[call-arg]
+    am = _view(cache, o, (3, n))
     o += 3 * n
-    h = _view(cache, o, (3, 3))  # type: ignore[call-arg]
+    h = _view(cache, o, (3, 3))
     o += 9
-    mp = _view(cache, o, (n, r))  # type: ignore[call-arg]
+    mp = _view(cache, o, (n, r))
     o += 3 * n
-    qm = _view(cache, o, (n, n))  # type: ignore[call-arg]
+    qm = _view(cache, o, (n, n))
     o += n * n
-    jq = _view(cache, o, (m, n))  # type: ignore[call-arg]
+    jq = _view(cache, o, (m, n))
     o += 3 * n
-    jqp = _view(cache, o, (n, m))  # type: ignore[call-arg]
+    jqp = _view(cache, o, (n, m))
     return jf, jp, pm, mf, am, h, mp, qm, jq, jqp
 
 
@@ -1479,7 +1480,7 @@ def controller_step(q, qd, base_pos, base_quat, base_w, base_v, have_base, momen
     The arrays are taken untracked (:func:`_untracked`: the caller holds them for the
     call), so that the tick does no reference counting on them.
     """
-    u = _untracked
+    u: Any = _untracked  # (numba supplies its typing context)
     _controller_step_in(u(q), u(qd), u(base_pos), u(base_quat), u(base_w), u(base_v), have_base, u(momentum_l),
                         u(ext_force), u(ext_point), u(x_cmd), u(v_cmd), u(a_cmd), u(joint_xyz), u(joint_rot),
                         u(joint_axis), u(link_mass), u(link_com), u(link_inertia), u(ee_offset), base_mass,
