@@ -63,6 +63,9 @@ C_WS_LOW, C_WS_HIGH = 14, 17
 L_OP_HOLDING = 31
 C_OP_MIN_DURATION, C_OP_FITTS_A, C_OP_FITTS_B, C_OP_FITTS_W, C_OP_DWELL = range(32, 37)
 L_OP_REACH_T, L_OP_REACH_X, L_OP_REACH_V = 37, 38, 41
+# the slave's base-rate bound (SlaveController.step's bookkeeping): ticks it engaged since
+# the lift, the first and the last of them [s]
+L_RATE_TICKS, L_RATE_FIRST, L_RATE_LAST = 44, 45, 46
 # the law: up to MAX_TERMS terms of TERM_SIZE slots from LAW0: kind, scale, then its own
 LAW0, TERM_SIZE, MAX_TERMS = 48, 8, 6
 N_SCALARS = LAW0 + TERM_SIZE * MAX_TERMS
@@ -251,6 +254,11 @@ def pre_plant(tab, sc, t_s):  # type: ignore[no-untyped-def]
         _af(tab, A_QDD_MAX, (n,)), _af(tab, A_SL_PARAMS, (rk.N_PARAMS,)), _af(tab, A_SL_QDD, (n,)),
         _af(tab, A_GOOD_Q, (n,)), _af(tab, A_GOOD_QD, (n,)), _af(tab, A_GOOD_QDD, (n,)), status,
         _af(tab, A_SL_DIAG, (8,)), jac_pinv, _af(tab, A_SL_ARENA, (int(tab[A_SL_ARENA + N_ADDRESSES]),)))
+    if status[rk.S_RATE_BOUNDED] > 0.0:  # SlaveController.step: the bound's ticks, first and last
+        if sc[L_RATE_TICKS] == 0.0:
+            sc[L_RATE_FIRST] = t_s
+        sc[L_RATE_TICKS] += 1.0
+        sc[L_RATE_LAST] = t_s
     if status[rk.S_FAULT] > 0.0:  # SlaveController.step: counted, no non-finite map downstream
         sc[L_SLAVE_FAULTS] += 1.0
         for j in range(n):

@@ -459,6 +459,16 @@ class FusedTick:
         status.limited = bool(sv[rk.S_LIMITED] > 0.0)
         status.residual = float(sv[rk.S_RESIDUAL])
         status.fault = bool(sv[rk.S_FAULT] > 0.0)
+        status.base_rate_rad_s = float(sv[rk.S_BASE_RATE])
+        status.rate_bounded = bool(sv[rk.S_RATE_BOUNDED] > 0.0)
+        status.rate_scale = float(sv[rk.S_RATE_SCALE])
+        bounded = int(sc[fk.L_RATE_TICKS])
+        if bounded > 0:
+            if slave.rate_bound_ticks == 0:
+                slave.rate_bound_first_s = float(sc[fk.L_RATE_FIRST])
+            slave.rate_bound_ticks += bounded
+            slave.rate_bound_last_s = float(sc[fk.L_RATE_LAST])
+            sc[fk.L_RATE_TICKS] = 0.0
         slave.last_command.t_s = tick._t
         tick.guidance_state.t_s = tick._t_next_s
         replanned = bool(sc[fk.L_REPLANNED] != 0.0)

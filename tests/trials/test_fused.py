@@ -33,6 +33,11 @@ def _run(request: TrialRequest, out: Path, staged: bool) -> tuple[np.ndarray, np
     return np.array(rows), np.array(flags), summary, trial
 
 
+def _rate_bound(trial: object) -> dict[str, object]:
+    """What the slave's base-rate bound did over the trial (its metadata)."""
+    return trial.tick.parts.slave.rate_bound_metadata()  # type: ignore[attr-defined, no-any-return]
+
+
 def _state(trial: object) -> dict[str, object]:
     """What the stage objects hold after the trial (lowered from the fused tick)."""
     tick = trial.tick  # type: ignore[attr-defined]
@@ -42,6 +47,8 @@ def _state(trial: object) -> dict[str, object]:
         "sigma": parts.slave.status.sigma_ratio, "limited": parts.slave.status.limited,
         "command_t": parts.slave.last_command.t_s, "replans": parts.law.replan_count,
         "guidance_t": tick.guidance_state.t_s,
+        "rate_bound": parts.slave.rate_bound_metadata(), "base_rate": parts.slave.status.base_rate_rad_s,
+        "rate_bounded": parts.slave.status.rate_bounded, "rate_scale": parts.slave.status.rate_scale,
     }
     commander = parts.commander
     if isinstance(commander, HapticCommander):
@@ -62,6 +69,7 @@ CASES = [
     ("paper-2019", "as", 2.5),
     ("tumbling-7dof", "dg", 1.5),
     ("tumbling-7dof", "as", 1.5),
+    ("tumbling-7dof", "dg", 7.5),  # the slave's base-rate bound engages (from 6.9 s)
     ("diagonal-fast", "dg", 4.0),  # the participant clutches (indexing): press and release ticks
 ]
 
@@ -84,6 +92,8 @@ def test_fused_tick_writes_the_staged_log(tmp_path: Path, scenario: str, conditi
     # the run exercised what matters: guidance forces were felt, the files agree too
     if scenario == "diagonal-fast":
         assert _state(trial)["clutches"] > 0
+    if seconds > 5.0:
+        assert _rate_bound(trial)["ticks"] > 100
     if condition in ("dg", "apf"):
         columns = trial_log.float_columns(trial.tick.parts.arm.n_joints)  # type: ignore[attr-defined]
         guide = [columns.index(name) for name in trial_log.GUIDANCE_FORCE]
@@ -92,6 +102,7 @@ def test_fused_tick_writes_the_staged_log(tmp_path: Path, scenario: str, conditi
     table_ref, metadata_ref = trial_log.read_trial_log(summary_ref["path"])
     assert metadata["tick_path"]["fused"] is True
     assert metadata_ref["tick_path"] == {"fused": False, "reason": "staged on request"}
+    assert metadata["base_rate_bound"] == metadata_ref["base_rate_bound"]
     assert table.num_rows == table_ref.num_rows == rows.shape[0] + 1
     for name in table.column_names:  # the whole file, the last row too
         assert np.array_equal(table.column(name).to_numpy(), table_ref.column(name).to_numpy(), equal_nan=True), name
