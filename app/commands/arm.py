@@ -40,8 +40,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     serve.add_argument("--rt-priority", type=int, metavar="N",
                        help="run under SCHED_FIFO at priority N (1-99; needs root or an rtprio limit)")
     serve.add_argument("--spin-us", type=float, metavar="US",
-                       help=f"busy-poll this long around each expected command, 2/3 before and 1/3 after "
-                            f"(default {SPIN_US:g}; 0: always sleep; not with --rt-priority)")
+                       help=f"lock-step: busy-poll this long around each expected command, 1/4 before and 3/4 "
+                            f"after (default {SPIN_US:g}; 0: always sleep; not with --rt-priority)")
     serve.set_defaults(handler=_serve)
 
     keys = commands.add_parser("keys", help="make a server and a client CURVE key pair (owner-only files)")

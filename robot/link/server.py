@@ -15,10 +15,12 @@ One loop in one thread does everything, so nothing is shared with another thread
   message is handled within tens of microseconds.
 
 With a :class:`~robot.link.arrivals.SpinWindow` (``arm serve``, ``--spin-us``), the wait
-before a periodic client's next command sleeps until just before the command is due and
+before a lock-step client's next command sleeps until just before the command is due and
 then polls without sleeping until it comes or the window closes
 (:mod:`robot.link.arrivals`): the server is then awake, with its caches warm, when the
 command arrives. This changes when the loop looks at its sockets, never what it does.
+Real-time sessions never spin: their commands take effect at the server's next period
+whenever they come within it.
 
 Every message is checked before it can touch the arm (:meth:`LinkServer._on_frames`),
 in this order: its connection must have passed CURVE (when keys are set), then the schema
@@ -197,8 +199,8 @@ class LinkServer:
         max_age_steps: oldest state a real-time command may be computed from [periods].
         lockstep_timeout_s: silence that halts a lock-step session [s].
         modes: the session modes this server offers.
-        spin: busy-poll around each expected command (see :mod:`robot.link.arrivals`);
-            None (the default) always sleeps. Only for a server alone in its process
+        spin: busy-poll around each expected command of a lock-step session (see
+            :mod:`robot.link.arrivals`); None (the default) always sleeps. Only for a server alone in its process
             (``arm serve``): a spinning thread holds the GIL, and under SCHED_FIFO it
             starves the other threads.
 
@@ -648,7 +650,10 @@ class LinkServer:
             self._refuse(routing_id, str(error), busy=False)
             return
         session_id = secrets.randbits(63) + 1
-        s = _Session(session_id, routing_id, msg["mode"], plant, model, msg["dt_s"], msg, now, self.spin)
+        # Only a lock-step reply waits on the server's wake-up: a real-time command takes
+        # effect at the next period of the server's clock whenever it comes within it.
+        spin = self.spin if msg["mode"] == "lockstep" else None
+        s = _Session(session_id, routing_id, msg["mode"], plant, model, msg["dt_s"], msg, now, spin)
         self._session = s
         self.counters.sessions += 1
         log.info("arm server: session %x opened (%s, %s, dt %g s)", session_id, msg["mode"], model.name, s.dt_s)

@@ -139,3 +139,28 @@ def test_serve_refuses_busy_polling_with_a_fifo_priority() -> None:
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "--spin-us" in done.stderr and "--rt-priority" in done.stderr
+
+
+def test_a_real_time_session_never_spins() -> None:
+    """A real-time command takes effect at the server's next period wherever it falls in
+    the period, so only lock-step sessions get a forecast (and a window)."""
+    from robot.backends import ARM_BACKENDS
+    from robot.link.client import LinkClient
+    from robot.link.server import LinkServer, spin_window
+    from robot.models import MODELS
+
+    model = MODELS["planar-3r"]
+    server = LinkServer(model, ARM_BACKENDS.get("pybullet"), "tcp://127.0.0.1:*", spin=spin_window(400.0))
+    client = LinkClient(server.endpoint, None)
+    try:
+        client.send("hello", {"mode": "realtime", "model": model.name, "fingerprint": server.fingerprint,
+                              "q0_rad": [float(v) for v in model.q0_rad], "dt_s": 1e-3,
+                              "base_mass_kg": float(model.base_mass_kg),
+                              "base_inertia_kg_m2": model.arrays.base_inertia.ravel().tolist()})
+        server._handle(server._wait(5.0))  # one step of the loop, in this thread: the hello
+        session = server._session
+        assert session is not None and session.mode == "realtime" and session.arrivals is None
+        assert server.spin is not None
+    finally:
+        client.close()
+        server.close()
