@@ -41,7 +41,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                        help="run under SCHED_FIFO at priority N (1-99; needs root or an rtprio limit)")
     serve.add_argument("--spin-us", type=float, metavar="US",
                        help=f"lock-step: busy-poll this long around each expected command, 1/4 before and 3/4 "
-                            f"after (default {SPIN_US:g}; 0: always sleep; not with --rt-priority)")
+                            f"after (default {SPIN_US:g}: always sleep; for a server with a core of its own; "
+                            f"not with --rt-priority)")
     serve.set_defaults(handler=_serve)
 
     keys = commands.add_parser("keys", help="make a server and a client CURVE key pair (owner-only files)")

@@ -97,8 +97,10 @@ ZAP_DOMAIN = b"capture-trainer-arm"
 BATCH = 64
 #: Frames above this size make libzmq drop the connection before we see them [bytes].
 TRANSPORT_MAX_BYTES = 65536
-#: ``arm serve``'s busy-poll window around each expected command [us] (``--spin-us``).
-SPIN_US = 400.0
+#: ``arm serve``'s busy-poll window around each expected lock-step command [us]
+#: (``--spin-us``): off, as on a 2-vCPU VM it gained 2-6 % at 5-10 % more CPU
+#: (``docs/arm-link.md``); for a server with a core of its own.
+SPIN_US = 0.0
 
 
 def spin_window(spin_us: float) -> SpinWindow | None:
