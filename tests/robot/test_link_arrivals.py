@@ -157,7 +157,9 @@ def test_a_real_time_session_never_spins() -> None:
                               "q0_rad": [float(v) for v in model.q0_rad], "dt_s": 1e-3,
                               "base_mass_kg": float(model.base_mass_kg),
                               "base_inertia_kg_m2": model.arrays.base_inertia.ravel().tolist()})
-        server._handle(server._wait(5.0))  # one step of the loop, in this thread: the hello
+        deadline = time.perf_counter() + 10.0
+        while server._session is None and time.perf_counter() < deadline:  # the server's loop, in this thread
+            server._handle(server._wait(0.1))
         session = server._session
         assert session is not None and session.mode == "realtime" and session.arrivals is None
         assert server.spin is not None
