@@ -93,28 +93,15 @@ class LinkClient:
         Raises:
             ArmError: the send queue is full (the server has not read for a long while).
         """
-        seq, data = self.prepare(kind, body)
-        self.send_prepared(data)
-        return seq
-
-    def prepare(self, kind: str, body: dict[str, Any]) -> tuple[int, bytes]:
-        """The next message of this session, encoded but not sent: its sequence number
-        and bytes. Send prepared messages in the order they were prepared (the server
-        refuses a sequence number that is not newer than the last it accepted)."""
+        zmq = self._zmq
         self.seq += 1
         self._t_ns = max(self._t_ns, time.monotonic_ns())
-        return self.seq, encode(kind, self.session, self.seq, self._t_ns, body)
-
-    def send_prepared(self, data: bytes) -> None:
-        """Send a message made by :meth:`prepare`.
-
-        Raises:
-            ArmError: the send queue is full (the server has not read for a long while).
-        """
+        data = encode(kind, self.session, self.seq, self._t_ns, body)
         try:
             self.socket.send(data, self._noblock)
-        except self._zmq.Again:
+        except zmq.Again:
             raise ArmError(f"arm server at {self.endpoint} is not reading (send queue full)") from None
+        return self.seq
 
     def recv(self, deadline: float) -> dict[str, Any] | None:
         """The next server message, waiting until ``deadline`` (``time.perf_counter``);

@@ -5,11 +5,9 @@
 on a real arm) and times each round trip:
 
 * ``lockstep``: command -> the state after one plant step (the server steps per command);
-* ``realtime``: a ``ping`` sent just ahead of each command -> its ``pong`` (the server
-  answers at once, between its own periods, and then checks and applies the command).
-  Both are encoded before the clock starts, so the figure is the link's round trip and
-  the server's wake-up, not the command's encoding or check. The states the server
-  pushes are drained and their step numbers checked for gaps.
+* ``realtime``: a ``ping`` sent beside each command -> its ``pong`` (the server answers at
+  once, between its own periods); the states the server pushes are drained and their
+  step numbers checked for gaps.
 
 Loss is what was sent and never answered or never applied (from the server's counters,
 read before and after), so a command lost on the way and a reply lost on the way back
@@ -186,13 +184,9 @@ class _Run:
         while (msg := self.client.recv(0.0)) is not None:
             if msg["type"] == "state":
                 self._on_state(msg)
-        self.hold["t_s"] = self.sent * 1e-3
-        seq, ping = self.client.prepare("ping", {})
-        _, command = self.client.prepare("command", {"state_seq": self.step, **self.hold})
+        self._command()
         t0 = time.perf_counter_ns()
-        self.client.send_prepared(ping)
-        self.client.send_prepared(command)
-        self.sent += 1
+        seq = self.client.send("ping", {})
         deadline = time.perf_counter() + self.timeout
         while (msg := self.client.recv(deadline)) is not None:
             if msg["type"] == "pong" and msg["echo_seq"] == seq:
