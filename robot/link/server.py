@@ -202,9 +202,9 @@ class LinkServer:
         lockstep_timeout_s: silence that halts a lock-step session [s].
         modes: the session modes this server offers.
         spin: busy-poll around each expected command of a lock-step session (see
-            :mod:`robot.link.arrivals`); None (the default) always sleeps. Only for a server alone in its process
-            (``arm serve``): a spinning thread holds the GIL, and under SCHED_FIFO it
-            starves the other threads.
+            :mod:`robot.link.arrivals`); None (the default) always sleeps. Only for a
+            server alone in its process (``arm serve``): a spinning thread holds the
+            GIL, and under SCHED_FIFO it starves the other threads.
 
     Raises:
         ArmError: a non-loopback address without keys, or the address cannot be bound.
