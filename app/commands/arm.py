@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
     """Register ``arm serve``, ``arm keys``, ``arm link-test`` and ``arm status``."""
     from robot.link.protocol import MODES
-    from robot.link.server import DEFAULT_BIND, LOCKSTEP_TIMEOUT_S, WATCHDOG_PERIODS
+    from robot.link.server import DEFAULT_BIND, LOCKSTEP_TIMEOUT_S, SPIN_US, WATCHDOG_PERIODS
     from robot.models import MODELS
 
     parser = subparsers.add_parser("arm", help="the real-arm link: serve an arm, make keys, measure the link")
@@ -39,6 +39,10 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                        help=f"lock-step: silence that halts the session (default {LOCKSTEP_TIMEOUT_S:g} s)")
     serve.add_argument("--rt-priority", type=int, metavar="N",
                        help="run under SCHED_FIFO at priority N (1-99; needs root or an rtprio limit)")
+    serve.add_argument("--spin-us", type=float, metavar="US",
+                       help=f"lock-step: busy-poll this long around each expected command, 1/4 before and 3/4 "
+                            f"after (default {SPIN_US:g}: always sleep; for a server with a core of its own; "
+                            f"not with --rt-priority)")
     serve.set_defaults(handler=_serve)
 
     keys = commands.add_parser("keys", help="make a server and a client CURVE key pair (owner-only files)")
@@ -66,16 +70,23 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from capture_trainer.errors import ArmError
     from robot.backends import ARM_BACKENDS
     from robot.link.keys import load_server_keys
-    from robot.link.server import LinkServer, set_realtime_priority
+    from robot.link.server import SPIN_US, LinkServer, set_realtime_priority, spin_window
     from robot.models import get_model
 
     keys = None if args.keys is None else load_server_keys(args.keys)
+    spin_us = args.spin_us
     if args.rt_priority is not None:
+        if spin_us:
+            raise ArmError("--spin-us cannot be combined with --rt-priority (a spinning FIFO thread starves "
+                           "the others); give one of them")
+        spin_us = 0.0
         set_realtime_priority(args.rt_priority)
     server = LinkServer(get_model(args.model), ARM_BACKENDS.get("pybullet"), args.bind, keys,
-                        watchdog_periods=args.watchdog_periods, lockstep_timeout_s=args.lockstep_timeout)
+                        watchdog_periods=args.watchdog_periods, lockstep_timeout_s=args.lockstep_timeout,
+                        spin=spin_window(SPIN_US if spin_us is None else spin_us))
 
     def stop(signum: int, frame: FrameType | None) -> None:
         server.stop()

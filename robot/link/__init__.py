@@ -8,6 +8,8 @@ Modules (each imports pyzmq or msgpack only when it needs them):
 * :mod:`robot.link.keys`: CURVE key files and the address policy (loopback unless keys).
 * :mod:`robot.link.server`: :class:`~robot.link.server.LinkServer`, an arm controller
   behind the link (the PyBullet plant for hardware-in-the-loop), with its watchdog.
+* :mod:`robot.link.arrivals`: when a periodic client's next command is due (the
+  server's busy-poll window).
 * :mod:`robot.link.client`: :class:`~robot.link.client.RemoteArm`, the ``remote`` arm
   backend, and :class:`~robot.link.client.LinkClient` beneath it.
 * :mod:`robot.link.linktest`: the link figures (round trip, loss, rejections, rate).

@@ -60,6 +60,7 @@ class LinkClient:
         import zmq
 
         self._zmq = zmq
+        self._noblock = int(zmq.NOBLOCK)  # a plain int: pyzmq's enum flags cost a Python call each
         self.n_joints = n_joints
         self.session = 0
         self.seq = 0
@@ -97,7 +98,7 @@ class LinkClient:
         self._t_ns = max(self._t_ns, time.monotonic_ns())
         data = encode(kind, self.session, self.seq, self._t_ns, body)
         try:
-            self.socket.send(data, zmq.NOBLOCK)
+            self.socket.send(data, self._noblock)
         except zmq.Again:
             raise ArmError(f"arm server at {self.endpoint} is not reading (send queue full)") from None
         return self.seq
@@ -120,7 +121,7 @@ class LinkClient:
             wait_ms = max(0, math.ceil((deadline - time.perf_counter()) * 1e3))
             try:
                 if wait_ms == 0:
-                    data = sock.recv(zmq.NOBLOCK)
+                    data = sock.recv(self._noblock)
                 else:
                     if wait_ms != self._rcvtimeo_ms:
                         sock.setsockopt(zmq.RCVTIMEO, wait_ms)

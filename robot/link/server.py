@@ -14,6 +14,14 @@ One loop in one thread does everything, so nothing is shared with another thread
   (the newest wins). Between steps the loop waits on the sockets' file descriptors, so a
   message is handled within tens of microseconds.
 
+With a :class:`~robot.link.arrivals.SpinWindow` (``arm serve``, ``--spin-us``), the wait
+before a lock-step client's next command sleeps until just before the command is due and
+then polls without sleeping until it comes or the window closes
+(:mod:`robot.link.arrivals`): the server is then awake, with its caches warm, when the
+command arrives. This changes when the loop looks at its sockets, never what it does.
+Real-time sessions never spin: their commands take effect at the server's next period
+whenever they come within it.
+
 Every message is checked before it can touch the arm (:meth:`LinkServer._on_frames`),
 in this order: its connection must have passed CURVE (when keys are set), then the schema
 (``malformed``), the session id and the connection that opened the session
@@ -51,6 +59,7 @@ from numpy.typing import NDArray
 
 from capture_trainer.errors import ArmError, CaptureTrainerError
 from robot.arm import ArmBackend, JointCommand
+from robot.link.arrivals import ArrivalForecast, SpinWindow
 from robot.link.keys import ServerKeys, check_address
 from robot.link.protocol import (
     CLIENT_TYPES,
@@ -88,6 +97,24 @@ ZAP_DOMAIN = b"capture-trainer-arm"
 BATCH = 64
 #: Frames above this size make libzmq drop the connection before we see them [bytes].
 TRANSPORT_MAX_BYTES = 65536
+#: ``arm serve``'s busy-poll window around each expected lock-step command [us]
+#: (``--spin-us``): off, as on a 2-vCPU VM it gained 2-6 % at 5-10 % more CPU
+#: (``docs/arm-link.md``); for a server with a core of its own.
+SPIN_US = 0.0
+
+
+def spin_window(spin_us: float) -> SpinWindow | None:
+    """The busy-poll window of ``spin_us`` microseconds, a quarter before the expected
+    command and three quarters after; None for 0 (never spin).
+
+    Raises:
+        ArmError: negative or not finite.
+    """
+    if not 0.0 <= spin_us < float("inf"):
+        raise ArmError(f"the busy-poll window must be >= 0 us, got {spin_us}")
+    if spin_us == 0.0:
+        return None
+    return SpinWindow(lead_s=spin_us * 1e-6 / 4.0, lag_s=spin_us * 1e-6 * 3.0 / 4.0)
 
 
 def set_realtime_priority(priority: int) -> None:
@@ -132,7 +159,7 @@ class _Session:
     """One client's session: its plant, the last accepted sequence and the watchdog."""
 
     def __init__(self, session_id: int, routing_id: bytes, mode: str, plant: ArmBackend, model: ManipulatorModel,
-                 dt_s: float, hello: dict[str, Any], now: float) -> None:
+                 dt_s: float, hello: dict[str, Any], now: float, spin: SpinWindow | None) -> None:
         n = model.n_joints
         self.id = session_id
         self.routing_id = routing_id
@@ -156,6 +183,8 @@ class _Session:
         self.overruns = 0
         self.last_q: list[float] = [0.0] * n  # the joint state of the last state sent
         self.last_qd: list[float] = [0.0] * n
+        #: When the client's next command is due (the busy-poll window); None: never spin.
+        self.arrivals = None if spin is None else ArrivalForecast(spin)
 
 
 class LinkServer:
@@ -172,6 +201,10 @@ class LinkServer:
         max_age_steps: oldest state a real-time command may be computed from [periods].
         lockstep_timeout_s: silence that halts a lock-step session [s].
         modes: the session modes this server offers.
+        spin: busy-poll around each expected command of a lock-step session (see
+            :mod:`robot.link.arrivals`); None (the default) always sleeps. Only for a
+            server alone in its process (``arm serve``): a spinning thread holds the
+            GIL, and under SCHED_FIFO it starves the other threads.
 
     Raises:
         ArmError: a non-loopback address without keys, or the address cannot be bound.
@@ -180,7 +213,7 @@ class LinkServer:
     def __init__(self, model: ManipulatorModel, plant_factory: PlantFactory, bind: str = DEFAULT_BIND,
                  keys: ServerKeys | None = None, *, watchdog_periods: int = WATCHDOG_PERIODS,
                  max_age_steps: int = MAX_AGE_STEPS, lockstep_timeout_s: float = LOCKSTEP_TIMEOUT_S,
-                 modes: tuple[str, ...] = MODES) -> None:
+                 modes: tuple[str, ...] = MODES, spin: SpinWindow | None = None) -> None:
         import zmq
 
         endpoint, host = check_address(bind, keys is not None, binding=True)
@@ -194,6 +227,7 @@ class LinkServer:
         self.max_age_steps = max_age_steps
         self.lockstep_timeout_s = lockstep_timeout_s
         self.modes = modes
+        self.spin = spin
         self.counters = LinkCounters()
         self.error: BaseException | None = None
         self._factory = plant_factory
@@ -202,6 +236,7 @@ class LinkServer:
         self._seq = 0
         self._started = time.perf_counter()
         self._pending: list[int] = []  # accepted connections that have not finished a handshake
+        self._woke_ns = 0  # when the last wait found a message (perf_counter_ns)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         n = model.n_joints
@@ -253,8 +288,10 @@ class LinkServer:
             router.close(linger=0)
             raise ArmError(f"cannot bind the arm server to {endpoint}: {error}") from None
         self._router = router
+        self._EVENTS, self._POLLIN, self._NOBLOCK = int(zmq.EVENTS), int(zmq.POLLIN), int(zmq.NOBLOCK)
+        self._RCVMORE, self._SNDMORE = int(zmq.RCVMORE), int(zmq.SNDMORE)
         self.endpoint: str = router.getsockopt_string(zmq.LAST_ENDPOINT)
-        self._sockets = [s for s in (router, self._zap, self._monitor) if s is not None]
+        self._sockets: list[Any] = [s for s in (router, self._zap, self._monitor) if s is not None]
         self._fds = [s.getsockopt(zmq.FD) for s in self._sockets]
 
     # ------------------------------------------------------------------ running
@@ -402,33 +439,62 @@ class LinkServer:
         s.plant.close()
 
     # -------------------------------------------------------------- the sockets
+    def _ready(self) -> list[Any]:
+        """The sockets with a message now (no waiting)."""
+        events, pollin = self._EVENTS, self._POLLIN  # plain ints: pyzmq's enums cost a Python call per "&"
+        return [s for s in self._sockets if s.get(events) & pollin]
+
     def _wait(self, timeout_s: float) -> list[Any]:
         """The sockets with a message, waiting up to ``timeout_s`` (sub-millisecond).
 
         ZeroMQ's descriptors signal edges, so the sockets' EVENTS are read before and
-        after sleeping in select().
+        after sleeping in select(). With :attr:`spin`, a wait that covers the session's
+        next expected command sleeps until its window opens and then polls without
+        sleeping until the window closes (or a message comes), then sleeps again.
         """
-        zmq = self._zmq
-        ready = [s for s in self._sockets if s.getsockopt(zmq.EVENTS) & zmq.POLLIN]
+        ready = self._ready()
         if ready or timeout_s <= 0.0:
+            self._woke_ns = time.perf_counter_ns()
             return ready
+        now = time.perf_counter()
+        end = now + timeout_s
+        s = self._session
+        window = None if s is None or s.arrivals is None else s.arrivals.window()
+        if window is not None and window[1] > now and window[0] < end:
+            start, stop = window
+            while not ready and (now := time.perf_counter()) < start:  # sleep until the window opens
+                select.select(self._fds, [], [], start - now)
+                ready = self._ready()
+            stop = min(stop, end)
+            while not ready and (now := time.perf_counter()) < stop:
+                ready = self._ready()
+            if ready or now >= end:
+                self._woke_ns = time.perf_counter_ns()
+                return ready
+            timeout_s = end - now
         select.select(self._fds, [], [], timeout_s)
-        return [s for s in self._sockets if s.getsockopt(zmq.EVENTS) & zmq.POLLIN]
+        self._woke_ns = time.perf_counter_ns()
+        return self._ready()
 
     def _handle(self, ready: list[Any]) -> None:
-        zmq = self._zmq
+        """Act on up to :data:`BATCH` messages of each ready socket."""
+        events, pollin, noblock, more = self._EVENTS, self._POLLIN, self._NOBLOCK, self._RCVMORE
         for sock in ready:
             for _ in range(BATCH):
                 try:
-                    frames = sock.recv_multipart(zmq.NOBLOCK)
-                except zmq.Again:
+                    frames = [sock.recv(noblock)]  # ready: a whole message is there (all its frames)
+                except self._zmq.Again:
                     break
+                while sock.get(more):
+                    frames.append(sock.recv(noblock))
                 if sock is self._router:
                     self._on_frames(frames)
                 elif sock is self._zap:
                     self._on_zap(frames)
                 else:
                     self._on_monitor(frames)
+                if not sock.get(events) & pollin:  # (cheaper than a recv that raises Again)
+                    break
 
     def _on_zap(self, frames: list[bytes]) -> None:
         """ZAP (RFC 27): allow a CURVE client whose public key is authorised."""
@@ -463,12 +529,13 @@ class LinkServer:
             self._count("unauthenticated", "connection closed before any handshake")
 
     def _send(self, routing_id: bytes, kind: str, session: int, body: dict[str, Any]) -> None:
-        zmq = self._zmq
         self._seq += 1
         data = encode(kind, session, self._seq, time.monotonic_ns(), body)
+        router, noblock = self._router, self._NOBLOCK
         try:
-            self._router.send_multipart([routing_id, data], zmq.NOBLOCK)
-        except zmq.Again:  # the peer's queue is full: it is not reading; its watchdog will tell
+            router.send(routing_id, noblock | self._SNDMORE)
+            router.send(data, noblock)
+        except self._zmq.Again:  # the peer's queue is full: it is not reading; its watchdog will tell
             log.debug("arm server: dropped a %s to a peer that does not read", kind)
 
     def _count(self, kind: str, reason: str) -> None:
@@ -518,6 +585,8 @@ class LinkServer:
         s.client_t_ns = msg["t_ns"]
         s.last_rx = time.perf_counter()
         if kind == "command":
+            if s.arrivals is not None:
+                s.arrivals.note(msg["t_ns"], self._woke_ns)
             self._apply(s, msg)
         elif kind == "ping":
             self._send(routing_id, "pong", s.id, {"echo_seq": seq, "echo_t_ns": msg["t_ns"]})
@@ -583,7 +652,10 @@ class LinkServer:
             self._refuse(routing_id, str(error), busy=False)
             return
         session_id = secrets.randbits(63) + 1
-        s = _Session(session_id, routing_id, msg["mode"], plant, model, msg["dt_s"], msg, now)
+        # Only a lock-step reply waits on the server's wake-up: a real-time command takes
+        # effect at the next period of the server's clock whenever it comes within it.
+        spin = self.spin if msg["mode"] == "lockstep" else None
+        s = _Session(session_id, routing_id, msg["mode"], plant, model, msg["dt_s"], msg, now, spin)
         self._session = s
         self.counters.sessions += 1
         log.info("arm server: session %x opened (%s, %s, dt %g s)", session_id, msg["mode"], model.name, s.dt_s)
