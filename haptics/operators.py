@@ -469,7 +469,6 @@ class HumanOperator:
             self._yield_v[k] = 0.0
         self._s[_k.S_PLAN_T0] = t_s
         self._s[_k.S_PLAN_T] = duration
-        self._s[_k.S_EVENT_T] = math.inf
         self.submovements += 1
         jitter = 1.0 + 0.2 * self._gauss()
         self._next_plan_t = t_s + max(p.replan_interval_s, p.overlap * duration) * max(0.5, jitter)

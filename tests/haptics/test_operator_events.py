@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from haptics.operators import HumanOperator
-from haptics.participants import PARTICIPANT_PRESETS
+from haptics.participants import parameter_problem
 from tests.haptics.conftest import quiet_novice
 
 DT = 1e-3
@@ -66,7 +66,8 @@ def test_a_push_below_the_threshold_waits_for_the_periodic_re_plan() -> None:
                       pytest.approx(periodic, abs=1.5 * DT)]
 
 
-def test_the_threshold_is_in_the_participant_record() -> None:
-    params = PARTICIPANT_PRESETS["expert"]
-    assert params.as_dict()["replan_deviation_m"] == params.replan_deviation_m > 0.0
-    assert params.as_dict()["correction_latency_s"] == params.correction_latency_s > 0.0
+def test_a_threshold_of_zero_or_a_negative_latency_is_refused() -> None:
+    assert "> 0" in parameter_problem("replan_deviation_m", 0.0)
+    assert ">= 0" in parameter_problem("correction_latency_s", -0.1)
+    assert parameter_problem("replan_deviation_m", 0.005) is None
+    assert parameter_problem("correction_latency_s", 0.0) is None
