@@ -1348,8 +1348,10 @@ def _sigma_ascent_in(arena, top, q, jac, mmat, joint_xyz, joint_rot, joint_axis,
     for e in range(n):
         for j in range(n):
             cand[j] = 1.0 if j == e else 0.0
-        for b in range(count):
-            dot = cand[e] * basis[b, e]
+        for b in range(count):  # modified Gram-Schmidt: the residual's own projection
+            dot = 0.0
+            for j in range(n):
+                dot += cand[j] * basis[b, j]
             for j in range(n):
                 cand[j] -= dot * basis[b, j]
         norm = 0.0

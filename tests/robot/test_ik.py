@@ -128,3 +128,38 @@ def test_limits_are_respected(name):
 def test_unknown_solver_lists_names():
     with pytest.raises(ValueError, match="lse, pinv"):
         make_solver("lsq")
+
+
+def _sigma_ratio(model, q: np.ndarray) -> float:
+    """sigma_ratio of the arm at q (base at rest at the origin), from the solver's report."""
+    terms = dynamics_terms(model, q, np.zeros(model.n_joints))
+    return make_solver("lse", FREE).solve(model, terms, np.zeros(3), q, np.zeros(model.n_joints), dt_s=1e-3).sigma_ratio
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_the_sigma_ascent_moves_only_in_the_null_space_of_task_and_reaction(data):
+    """The ascent's spare direction is orthogonal to every row of [J; M] (the 7-joint arm
+    has one), and its size is the slope of sigma_ratio along it (central difference)."""
+    from robot import _kernels as kern
+
+    model = MODELS["spatial-7dof"]
+    a = model.arrays
+    q, _, _ = _state(model, data)
+    terms = dynamics_terms(model, q, np.zeros(model.n_joints))
+    rows = np.vstack([terms.jacobian[a.task_rows], terms.reaction_map[a.reaction_rows]])
+    assume(np.linalg.svd(rows, compute_uv=False)[-1] > 1e-3 * np.linalg.norm(rows))
+    gain, settings_ = 1.0, IKSettings()
+    out = np.zeros(model.n_joints)
+    kern.sigma_ascent(q, terms.jacobian, terms.reaction_map, a.joint_xyz, a.joint_rot, a.joint_axis, a.link_mass,
+                      a.link_com, a.link_inertia, a.ee_offset, a.base_mass, a.base_inertia, a.task_rows,
+                      a.reaction_rows, settings_.jacobian_sigma_m, settings_.jacobian_damping_m, gain, out)
+    size = np.linalg.norm(out)
+    assume(size > 1e-6)
+    direction = out / size
+    # the null space of the six rows, by SVD (independent of the kernel's Gram-Schmidt)
+    null = np.linalg.svd(rows)[2][-1]
+    assert abs(direction @ null) == pytest.approx(1.0, abs=1e-9)
+    h = 1e-3  # truncation O(h²) ~ 1e-5 relative; round-off far below
+    slope = (_sigma_ratio(model, q + h * direction) - _sigma_ratio(model, q - h * direction)) / (2 * h)
+    np.testing.assert_allclose(out, gain * slope * direction, rtol=1e-3)
