@@ -163,3 +163,39 @@ def test_the_sigma_ascent_moves_only_in_the_null_space_of_task_and_reaction(data
     h = 1e-3  # truncation O(h²) ~ 1e-5 relative; round-off far below
     slope = (_sigma_ratio(model, q + h * direction) - _sigma_ratio(model, q - h * direction)) / (2 * h)
     np.testing.assert_allclose(out, gain * slope * direction, rtol=1e-3)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_reaction_first_stays_finite_and_exact_where_m_loses_rank(seed):
+    """The reaction-first solve at a reaction singularity (7 joints, M of rank 2: its third
+    row a combination of the other two, as at a real one, where M Mᵀ is singular to
+    round-off): nothing is non-finite, the reaction rows are met (the bias is one the
+    joints can cancel), and the task gets the damped least-squares step within the null
+    space of M, computed here with numpy's SVD pseudoinverse and the reported damping."""
+    from robot import _kernels as kern
+
+    rng = np.random.default_rng(seed)
+    n = 7
+    jac = rng.normal(size=(3, n))
+    mmat = np.empty((3, n))
+    mmat[:2] = rng.normal(size=(2, n))
+    mmat[2] = 0.3 * mmat[0] - 0.7 * mmat[1]
+    nvec = mmat @ rng.normal(scale=0.1, size=n)
+    jdqd = rng.normal(scale=0.1, size=3)
+    xdd = rng.normal(scale=0.5, size=3)
+    rows = np.arange(3, dtype=np.int64)
+    big = np.full(n, 1e6)
+    qdd, diag = np.zeros(n), np.zeros(8)
+    kern.solve_ik(jac, jdqd, mmat, nvec, xdd, np.zeros(3), np.zeros(n), np.zeros(n), rows, rows, -big, big, big, big,
+                  1e-3, kern.SOLVER_LSE_REACTION_FIRST, 0.05, 0.1, 1e-3, 0.05, 0.0, 0.0, np.zeros(n), qdd, diag)
+    assert np.all(np.isfinite(qdd)) and np.all(np.isfinite(diag))
+    assert diag[0] < 1e-6  # the gauge sees the singularity
+    scale = np.linalg.norm(xdd) + np.linalg.norm(jdqd) + np.linalg.norm(nvec)
+    assert np.linalg.norm(mmat @ qdd + nvec) <= 1e-9 * scale
+    m_pinv = np.linalg.pinv(mmat, rcond=1e-10)
+    q_null = np.eye(n) - m_pinv @ mmat
+    q_react = -m_pinv @ nvec
+    jq = jac @ q_null
+    step = jq.T @ np.linalg.solve(jq @ jq.T + diag[3] ** 2 * np.eye(3), xdd - jdqd - jac @ q_react)
+    # (the kernel's M+ is regularised at 1e-5 ||M||, which leaves ~1e-7 in the task's step)
+    np.testing.assert_allclose(qdd, q_react + step, atol=1e-6 * np.linalg.norm(qdd))
