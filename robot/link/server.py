@@ -10,9 +10,10 @@ One loop in one thread does everything, so nothing is shared with another thread
 * **lock-step** sessions: every valid ``command`` is applied, the plant steps once and the
   new ``state`` is the reply. Deterministic; the plant does not move between commands.
 * **real-time** sessions: the plant steps every ``dt_s`` on the server's clock and each
-  step's ``state`` is pushed to the client; a valid ``command`` is applied on arrival
-  (the newest wins). Between steps the loop waits on the sockets' file descriptors, so a
-  message is handled within tens of microseconds.
+  step's ``state`` is pushed to the client; a valid ``command`` is accepted on arrival
+  and handed to the plant at the next period boundary, before the step (the newest
+  wins). Between steps the loop waits on the sockets' file descriptors, so a message is
+  handled within tens of microseconds.
 
 With a :class:`~robot.link.arrivals.SpinWindow` (``arm serve``, ``--spin-us``), the wait
 before a lock-step client's next command sleeps until just before the command is due and
@@ -194,6 +195,8 @@ class _Session:
         self.last_rx = now
         self.last_command = now
         self.command = JointCommand.zeros(n)
+        #: Real time: the newest applied command, for the plant at the next period boundary.
+        self.pending: dict[str, Any] | None = None
         self.ramp = np.zeros(n)
         self.halt_started = 0.0
         self.halted_at = 0.0
@@ -412,7 +415,11 @@ class LinkServer:
                 deadline = now() + dt
 
     def _period(self, s: _Session) -> None:
-        """One real-time period: watchdog, ramp, plant step, state pushed."""
+        """One real-time period: the newest command to the plant, watchdog, ramp, plant
+        step, state pushed."""
+        if s.pending is not None:
+            self._to_plant(s, s.pending)
+            s.pending = None
         if s.status == "running":
             silence = time.perf_counter() - s.last_command
             if silence >= self.watchdog_periods * s.dt_s:
@@ -749,21 +756,32 @@ class LinkServer:
         return None
 
     def _apply(self, s: _Session, msg: dict[str, Any], origin: Origin) -> None:
+        """Apply a checked command. Lock-step: to the plant, one step, the state back.
+        Real time: kept until the next period boundary, where the newest kept command
+        goes to the plant before it steps (the plant only uses its motor targets when it
+        steps, so this is the same motion, and the work is off the path of a ``ping``
+        sent just after the command)."""
+        self.counters.applied += 1
+        s.cmd_seq = msg["seq"]
+        s.armed = True
+        s.status = "running"
+        s.last_command = s.last_rx
+        if s.mode == "realtime":
+            s.pending = msg
+            return
+        self._to_plant(s, msg)
+        s.plant.advance()
+        s.step += 1
+        self._send(origin, "state", s.id, self._state_body(s))
+
+    @staticmethod
+    def _to_plant(s: _Session, msg: dict[str, Any]) -> None:
         command = s.command
         command.t_s = msg["t_s"]
         command.q_rad[:] = msg["q_rad"]
         command.qd_rad_s[:] = msg["qd_rad_s"]
         command.qdd_rad_s2[:] = msg["qdd_rad_s2"]
         s.plant.send(command)
-        self.counters.applied += 1
-        s.cmd_seq = msg["seq"]
-        s.armed = True
-        s.status = "running"
-        s.last_command = s.last_rx
-        if s.mode == "lockstep":
-            s.plant.advance()
-            s.step += 1
-            self._send(origin, "state", s.id, self._state_body(s))
 
     def _hello(self, routing_id: bytes, msg: dict[str, Any]) -> None:
         """Open a session (a fresh plant at the hello's start pose), or refuse in one line."""
