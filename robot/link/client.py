@@ -251,8 +251,13 @@ class LinkClient:
 
     def _open_stream(self, deadline: float) -> None:
         """Ask for the datagram stream; a server that refuses it, or does not know the
-        ``stream`` message (it rejects it as malformed), leaves the session on ZeroMQ."""
-        udp = datagram_socket(self._host)
+        ``stream`` message (it rejects it as malformed), leaves the session on ZeroMQ, and
+        so does a UDP socket this side cannot bind (nothing is asked then)."""
+        try:
+            udp = datagram_socket(self._host)
+        except OSError as error:
+            log.info("arm link: no datagram socket on %s (%s); the session stays on ZeroMQ", self._host, error)
+            return
         try:
             seq = self.send("stream", {"port": udp.getsockname()[1]})
             while True:
@@ -273,7 +278,10 @@ class LinkClient:
                 self._udp_key = bytes.fromhex(key)
             except ValueError:
                 raise ArmError("arm server sent a stream key that is not hex") from None
-            udp.connect((self._host, msg["port"]))  # from now on only the server's port reaches it
+            try:
+                udp.connect((self._host, msg["port"]))  # from now on only the server's port reaches it
+            except OSError as error:  # the server now streams to us: no way back to ZeroMQ alone
+                raise ArmError(f"cannot connect to the arm server's datagram port {msg['port']}: {error}") from None
             while True:  # drop what others sent before the connect
                 try:
                     udp.recv(RECV_BYTES)

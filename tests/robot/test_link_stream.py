@@ -371,3 +371,19 @@ def test_a_realtime_session_streams_its_states(keys: Path) -> None:
                 arm.advance()
             assert arm.states_received > 0 and arm.fault is None
         assert sum(server.counters.rejected.values()) == 0
+
+
+def test_a_client_that_cannot_bind_a_datagram_socket_stays_on_zeromq(monkeypatch) -> None:
+    import robot.link.client
+
+    def no_socket(host: str) -> socket.socket:
+        raise OSError(98, "Address already in use")
+
+    monkeypatch.setattr(robot.link.client, "datagram_socket", no_socket)
+    with LinkServer(MODEL, ARM_BACKENDS.get("pybullet"), "tcp://127.0.0.1:*") as server:
+        server.start()
+        with RemoteArm(MODEL, address=server.endpoint) as arm:
+            assert arm.transport == "zmq"
+            with PyBulletArm(MODEL) as plant:
+                assert drive(arm, 20, seed=6) == drive(plant, 20, seed=6)
+        assert sum(server.counters.rejected.values()) == 0  # nothing was asked
