@@ -36,7 +36,7 @@ class ArmFactory(Protocol):
 ARM_BACKENDS: Registry[ArmFactory] = Registry("arm backend")
 
 #: The options of the ``remote`` backend.
-REMOTE_OPTIONS = ("address", "keys_dir", "mode", "timeout_s")
+REMOTE_OPTIONS = ("address", "keys_dir", "mode", "timeout_s", "stream")
 
 
 def _refuse_unknown(backend: str, options: dict[str, Any], known: tuple[str, ...]) -> None:
@@ -66,7 +66,8 @@ def _remote(model: ManipulatorModel, q0_rad: NDArray[np.float64] | None = None, 
     from robot.link.client import RemoteArm
 
     return RemoteArm(model, q0_rad, dt_s, address=options.get("address"), keys_dir=options.get("keys_dir"),
-                     mode=options.get("mode", "lockstep"), timeout_s=options.get("timeout_s"), plant_factory=_pybullet)
+                     mode=options.get("mode", "lockstep"), timeout_s=options.get("timeout_s"), plant_factory=_pybullet,
+                     stream=bool(options.get("stream", True)))
 
 
 ARM_BACKENDS.register("pybullet", _pybullet)

@@ -43,6 +43,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                        help=f"lock-step: busy-poll this long around each expected command, 1/4 before and 3/4 "
                             f"after (default {SPIN_US:g}: always sleep; for a server with a core of its own; "
                             f"not with --rt-priority)")
+    serve.add_argument("--no-stream", action="store_true",
+                       help="offer no datagram stream on loopback: every message over ZeroMQ")
     serve.set_defaults(handler=_serve)
 
     keys = commands.add_parser("keys", help="make a server and a client CURVE key pair (owner-only files)")
@@ -59,6 +61,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     test.add_argument("--mode", choices=MODES, default="lockstep")
     test.add_argument("--rt-priority", type=int, metavar="N",
                       help="run under SCHED_FIFO at priority N (1-99; needs root or an rtprio limit)")
+    test.add_argument("--no-stream", action="store_true",
+                      help="keep the per-tick messages on ZeroMQ even on loopback (no datagram stream)")
     test.add_argument("--json", action="store_true", help="print one JSON object")
     test.set_defaults(handler=_link_test)
 
@@ -86,7 +90,7 @@ def _serve(args: argparse.Namespace) -> int:
         set_realtime_priority(args.rt_priority)
     server = LinkServer(get_model(args.model), ARM_BACKENDS.get("pybullet"), args.bind, keys,
                         watchdog_periods=args.watchdog_periods, lockstep_timeout_s=args.lockstep_timeout,
-                        spin=spin_window(SPIN_US if spin_us is None else spin_us))
+                        spin=spin_window(SPIN_US if spin_us is None else spin_us), stream=not args.no_stream)
 
     def stop(signum: int, frame: FrameType | None) -> None:
         server.stop()
@@ -94,7 +98,8 @@ def _serve(args: argparse.Namespace) -> int:
     previous = signal.signal(signal.SIGTERM, stop)
     try:
         security = f"CURVE keys from {args.keys}" if keys is not None else "no keys (loopback only)"
-        print(f"listening {server.endpoint} {args.model} {security}", flush=True)
+        stream = "" if server.stream_address is None else f" datagram stream udp port {server.stream_address[1]}"
+        print(f"listening {server.endpoint} {args.model} {security}{stream}", flush=True)
         server.serve()
     except KeyboardInterrupt:
         log.info("arm server interrupted")
@@ -118,7 +123,8 @@ def _link_test(args: argparse.Namespace) -> int:
 
     if args.rt_priority is not None:
         set_realtime_priority(args.rt_priority)
-    figures = run_link_test(args.address, args.keys, duration_s=args.duration, rate_hz=args.rate, mode=args.mode)
+    figures = run_link_test(args.address, args.keys, duration_s=args.duration, rate_hz=args.rate, mode=args.mode,
+                            stream=not args.no_stream)
     summary = figures.as_dict()
     if args.json:
         print(json.dumps(summary))

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import logging
 import math
+import select
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -31,9 +33,20 @@ from numpy.typing import NDArray
 from capture_trainer.errors import ArmError
 from robot import _kernels as kern
 from robot.arm import ArmMeasurement, ArmState, BaseState, JointCommand
-from robot.link.keys import ClientKeys, check_address, ephemeral_keys, load_client_keys
-from robot.link.protocol import MODES, SERVER_TYPES, MessageError, decode, encode, model_fingerprint
+from robot.link.keys import ClientKeys, check_address, ephemeral_keys, is_loopback, load_client_keys
+from robot.link.protocol import (
+    MODES,
+    SERVER_TYPES,
+    STREAM_CLIENT_TYPES,
+    STREAM_KEY_HEX,
+    STREAM_SERVER_TYPES,
+    MessageError,
+    decode,
+    encode,
+    model_fingerprint,
+)
 from robot.link.server import POSITION_SLACK_RAD, RATE_SLACK, LinkServer, PlantFactory
+from robot.link.stream import RECV_BYTES, datagram_socket, seal, unseal
 from robot.models import ManipulatorModel
 
 log = logging.getLogger(__name__)
@@ -48,15 +61,18 @@ _BASE_KEYS = ("base_position_m", "base_orientation_xyzw", "base_velocity_m_s", "
 
 
 class LinkClient:
-    """One DEALER socket speaking the link protocol's client side.
+    """One DEALER socket speaking the link protocol's client side, and on loopback the
+    datagram stream for the per-tick messages (:mod:`robot.link.stream`).
 
     Args:
         endpoint: ``tcp://HOST:PORT`` (already checked by :func:`check_address`).
         keys: CURVE client keys, or None for plaintext (loopback only).
         n_joints: the length of per-joint vectors in server messages (0 before it is known).
+        stream: ask for the datagram stream once a session is open (only ever on a
+            loopback address; a server without it leaves the session on ZeroMQ).
     """
 
-    def __init__(self, endpoint: str, keys: ClientKeys | None, n_joints: int = 0) -> None:
+    def __init__(self, endpoint: str, keys: ClientKeys | None, n_joints: int = 0, stream: bool = True) -> None:
         import zmq
 
         self._zmq = zmq
@@ -67,6 +83,14 @@ class LinkClient:
         self._t_ns = 0
         self._server_seq = 0
         self._rcvtimeo_ms = -1
+        host = endpoint.removeprefix("tcp://").rpartition(":")[0].strip("[]")
+        self._host = host
+        self._want_stream = stream and is_loopback(host)
+        #: The datagram stream once the server opened it (None: every message on ZeroMQ).
+        self._udp: socket.socket | None = None
+        self._udp_key = b""
+        self._udp_seq = 0  # the last server seq seen on the stream (each channel is in order)
+        self._udp_poll: Any = None
         self._hint = "" if keys is not None else " (a server with keys answers only clients with keys: --keys DIR)"
         self._ctx = zmq.Context()
         try:
@@ -87,16 +111,31 @@ class LinkClient:
         self.socket = sock
         self.endpoint = endpoint
 
+    @property
+    def transport(self) -> str:
+        """``udp`` when the per-tick messages go over the datagram stream, else ``zmq``."""
+        return "zmq" if self._udp is None else "udp"
+
     def send(self, kind: str, body: dict[str, Any]) -> int:
-        """Send one message of this session; returns its sequence number.
+        """Send one message of this session (a per-tick one over the stream when it is
+        open); returns its sequence number.
 
         Raises:
-            ArmError: the send queue is full (the server has not read for a long while).
+            ArmError: the send queue is full (the server has not read for a long while),
+                or the server's datagram port is closed (the server is gone).
         """
         zmq = self._zmq
         self.seq += 1
         self._t_ns = max(self._t_ns, time.monotonic_ns())
         data = encode(kind, self.session, self.seq, self._t_ns, body)
+        if self._udp is not None and kind in STREAM_CLIENT_TYPES:
+            try:
+                self._udp.send(seal(self._udp_key, data))
+            except BlockingIOError:
+                raise ArmError(f"arm server at {self.endpoint} is not reading (datagram buffer full)") from None
+            except OSError as error:
+                raise ArmError(f"arm server silent: its datagram port is closed ({error.strerror or error})") from None
+            return self.seq
         try:
             self.socket.send(data, self._noblock)
         except zmq.Again:
@@ -104,13 +143,49 @@ class LinkClient:
         return self.seq
 
     def recv(self, deadline: float) -> dict[str, Any] | None:
-        """The next server message, waiting until ``deadline`` (``time.perf_counter``);
-        None when none came.
+        """The next per-tick server message (``state``, ``pong``, ``reject``): from the
+        stream when it is open, else from ZeroMQ; waiting until ``deadline``
+        (``time.perf_counter``); None when none came.
 
         Raises:
             ArmError: the message breaks the schema, belongs to another session, or its
-                sequence number is not newer than the previous one.
+                sequence number is not newer than the previous one on its channel.
         """
+        if self._udp is not None:
+            return self._recv_datagram(deadline)
+        return self.recv_control(deadline)
+
+    def _recv_datagram(self, deadline: float) -> dict[str, Any] | None:
+        udp = self._udp
+        assert udp is not None
+        while True:
+            try:
+                datagram = udp.recv(RECV_BYTES)
+                break
+            except (BlockingIOError, InterruptedError):
+                wait_s = deadline - time.perf_counter()
+                if wait_s <= 0.0:
+                    return None
+                self._udp_poll.poll(math.ceil(wait_s * 1e3))
+            except OSError as error:  # ICMP port unreachable for an earlier send
+                raise ArmError(f"arm server silent: its datagram port is closed ({error.strerror or error})") from None
+        data = unseal(self._udp_key, datagram)
+        if data is None:
+            raise ArmError("arm server sent a datagram without the session key's tag")
+        try:
+            msg = decode(data, self.n_joints, STREAM_SERVER_TYPES)
+        except MessageError as error:
+            raise ArmError(f"arm server sent a malformed message: {error}") from None
+        if msg["session"] not in (0, self.session):
+            raise ArmError(f"arm server sent a message of session {msg['session']:x}, ours is {self.session:x}")
+        if msg["seq"] <= self._udp_seq:
+            raise ArmError(f"arm server datagram seq {msg['seq']} is not newer than {self._udp_seq}")
+        self._udp_seq = msg["seq"]
+        return msg
+
+    def recv_control(self, deadline: float) -> dict[str, Any] | None:
+        """The next message on the ZeroMQ connection (the session's own messages, and
+        every message without the stream); as :meth:`recv`."""
         zmq = self._zmq
         sock = self.socket
         data = None
@@ -156,7 +231,7 @@ class LinkClient:
         while True:
             self.send("hello", body)
             while True:
-                msg = self.recv(deadline)
+                msg = self.recv_control(deadline)
                 if msg is None:
                     raise ArmError(f"arm server at {self.endpoint} did not answer within {connect_timeout_s:g} s"
                                    f"{self._hint}")
@@ -164,6 +239,8 @@ class LinkClient:
                     break
             if msg["type"] == "welcome":
                 self.session = msg["session"]
+                if self._want_stream:
+                    self._open_stream(deadline)
                 return msg
             if not msg["busy"]:
                 raise ArmError(f"arm server at {self.endpoint} refused the session: {msg['reason']}")
@@ -172,12 +249,58 @@ class LinkClient:
                                f"{msg['reason']}")
             time.sleep(0.05)  # a busy server: its session ends or times out; ask again
 
+    def _open_stream(self, deadline: float) -> None:
+        """Ask for the datagram stream; a server that refuses it, or does not know the
+        ``stream`` message (it rejects it as malformed), leaves the session on ZeroMQ, and
+        so does a UDP socket this side cannot bind (nothing is asked then)."""
+        try:
+            udp = datagram_socket(self._host)
+        except OSError as error:
+            log.info("arm link: no datagram socket on %s (%s); the session stays on ZeroMQ", self._host, error)
+            return
+        try:
+            seq = self.send("stream", {"port": udp.getsockname()[1]})
+            while True:
+                msg = self.recv_control(deadline)
+                if msg is None:
+                    raise ArmError(f"arm server at {self.endpoint} did not answer the stream request")
+                if msg["type"] in ("refused", "reject"):
+                    log.info("arm link: no datagram stream (%s); the session stays on ZeroMQ", msg["reason"])
+                    udp.close()
+                    return
+                if msg["type"] == "stream_open":
+                    break
+                # a real-time server's states pushed meanwhile: the stream will bring newer ones
+            key = msg["key"]  # empty: datagrams without a tag (a server without keys)
+            if len(key) not in (0, STREAM_KEY_HEX) or not 0 < msg["port"] < 65536:
+                raise ArmError(f"arm server sent a bad stream_open (port {msg['port']}, key of {len(key)} chars)")
+            try:
+                self._udp_key = bytes.fromhex(key)
+            except ValueError:
+                raise ArmError("arm server sent a stream key that is not hex") from None
+            try:
+                udp.connect((self._host, msg["port"]))  # from now on only the server's port reaches it
+            except OSError as error:  # the server now streams to us: no way back to ZeroMQ alone
+                raise ArmError(f"cannot connect to the arm server's datagram port {msg['port']}: {error}") from None
+            while True:  # drop what others sent before the connect
+                try:
+                    udp.recv(RECV_BYTES)
+                except OSError:
+                    break
+        except BaseException:
+            udp.close()
+            raise
+        log.debug("arm link: session %x streams datagrams (request %d)", self.session, seq)
+        self._udp_poll = select.poll()
+        self._udp_poll.register(udp.fileno(), select.POLLIN)
+        self._udp = udp
+
     def query(self, timeout_s: float = 1.0) -> dict[str, Any]:
         """The server's ``report`` (works with or without a session)."""
         self.send("status", {})
         deadline = time.perf_counter() + timeout_s
         while True:
-            msg = self.recv(deadline)
+            msg = self.recv_control(deadline)
             if msg is None:
                 raise ArmError(f"arm server at {self.endpoint} did not answer a status request within {timeout_s:g} s"
                                f"{self._hint}")
@@ -191,19 +314,27 @@ class LinkClient:
         try:
             self.send("bye", {})
             deadline = time.perf_counter() + timeout_s
-            while (msg := self.recv(deadline)) is not None:
+            while (msg := self.recv_control(deadline)) is not None:
                 if msg["type"] == "report":
                     return msg
         except ArmError as error:
             log.debug("no clean bye: %s", error)
         finally:
             self.session = 0
+            self._close_stream()
         return None
 
+    def _close_stream(self) -> None:
+        if self._udp is not None:
+            self._udp.close()
+            self._udp = None
+            self._udp_seq = 0
+
     def close(self) -> None:
-        """Close the socket (idempotent; no bye: call :meth:`bye` first for a clean end)."""
+        """Close the sockets (idempotent; no bye: call :meth:`bye` first for a clean end)."""
         if not self._ctx.closed:
             self._ctx.destroy(linger=0)
+        self._close_stream()
 
 
 class RemoteArm:
@@ -221,6 +352,8 @@ class RemoteArm:
         timeout_s: the client watchdog [s] (see :data:`TIMEOUT_S` for the defaults).
         plant_factory: the plant of the private server (with ``address=None`` only).
         connect_timeout_s: how long to wait for a session [s].
+        stream: on loopback, send the per-tick messages over the datagram stream when the
+            server offers it (:mod:`robot.link.stream`); False keeps them on ZeroMQ.
 
     Raises:
         ArmError: a refused address, missing keys, no server, a refused session.
@@ -229,7 +362,7 @@ class RemoteArm:
     def __init__(self, model: ManipulatorModel, q0_rad: NDArray[np.float64] | None = None, dt_s: float = 1e-3, *,
                  address: str | None = None, keys_dir: str | Path | None = None, mode: str = "lockstep",
                  timeout_s: float | None = None, plant_factory: PlantFactory | None = None,
-                 connect_timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+                 connect_timeout_s: float = CONNECT_TIMEOUT_S, stream: bool = True) -> None:
         if mode not in MODES:
             raise ArmError(f"unknown arm link mode {mode!r}; known: {', '.join(MODES)}")
         if not (dt_s > 0.0 and math.isfinite(dt_s)):
@@ -260,6 +393,7 @@ class RemoteArm:
         self._last_state_rx = 0.0
         self.states_received = 0
         self.states_skipped = 0
+        self._stream = stream
         try:
             self._client = self._connect(address, keys_dir, plant_factory)
             welcome = self._client.hello(mode, model, q0, self.dt_s, connect_timeout_s)
@@ -275,10 +409,10 @@ class RemoteArm:
                 raise ArmError("a remote arm without an address needs a plant for its private server")
             server_keys, client_keys = ephemeral_keys()
             self._server = LinkServer(self.model, plant_factory, "tcp://127.0.0.1:*", server_keys).start()
-            return LinkClient(self._server.endpoint, client_keys, self._n)
+            return LinkClient(self._server.endpoint, client_keys, self._n, stream=self._stream)
         keys = None if keys_dir is None else load_client_keys(keys_dir)
         endpoint, _ = check_address(address, keys is not None, binding=False)
-        return LinkClient(endpoint, keys, self._n)
+        return LinkClient(endpoint, keys, self._n, stream=self._stream)
 
     def _check_welcome(self, welcome: dict[str, Any]) -> None:
         if welcome["n_joints"] != self._n or welcome["mode"] != self.mode or welcome["dt_s"] != self.dt_s:
@@ -302,6 +436,11 @@ class RemoteArm:
     def session(self) -> int:
         """The session id the server gave (0 once closed)."""
         return 0 if self._client is None else self._client.session
+
+    @property
+    def transport(self) -> str:
+        """``udp`` when the per-tick messages use the datagram stream, else ``zmq``."""
+        return "zmq" if self._client is None else self._client.transport
 
     def state(self) -> ArmState:
         """The latest state (one instance, refilled): lock-step, the one the last

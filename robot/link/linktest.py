@@ -39,6 +39,8 @@ class LinkFigures:
 
     address: str
     mode: str
+    #: ``udp`` (the datagram stream, loopback) or ``zmq``: what carried the per-tick messages.
+    transport: str
     model: str
     duration_s: float
     rate_hz: float
@@ -67,11 +69,13 @@ class LinkFigures:
 
 
 def run_link_test(address: str, keys_dir: str | Path | None = None, duration_s: float = 60.0,
-                  rate_hz: float = 1000.0, mode: str = "lockstep", reply_timeout_s: float = 0.1) -> LinkFigures:
+                  rate_hz: float = 1000.0, mode: str = "lockstep", reply_timeout_s: float = 0.1,
+                  stream: bool = True) -> LinkFigures:
     """Measure the link to the arm server at ``address`` (see the module doc).
 
     A session the server halts (its watchdog: this client stalled) ends the test early;
-    the figures say so in ``halted`` and cover the time before.
+    the figures say so in ``halted`` and cover the time before. On loopback the per-tick
+    messages take the datagram stream when the server offers it (``stream=False``: ZeroMQ).
 
     Raises:
         ArmError: no server, a refused session, or bad arguments.
@@ -82,11 +86,12 @@ def run_link_test(address: str, keys_dir: str | Path | None = None, duration_s: 
         raise ArmError(f"duration and rate must be > 0, got {duration_s} s, {rate_hz} Hz")
     keys = None if keys_dir is None else load_client_keys(keys_dir)
     endpoint, _ = check_address(address, keys is not None, binding=False)
-    client = LinkClient(endpoint, keys)
+    client = LinkClient(endpoint, keys, stream=stream)
     try:
         before = client.query()
         model = get_model(before["model"])
         welcome = client.hello(mode, model, np.array(model.q0_rad), 1e-3, connect_timeout_s=5.0)
+        transport = client.transport
         run = _Run(client, welcome, reply_timeout_s)
         wall = run.loop(mode, duration_s, 1.0 / rate_hz)
         after = client.bye(timeout_s=1.0) or client.query()
@@ -97,7 +102,7 @@ def run_link_test(address: str, keys_dir: str | Path | None = None, duration_s: 
     # a ping whose pong was not awaited because the session halted meanwhile is not a loss
     lost = max(run.sent - applied, run.sent - len(run.rtt_ns) - run.unawaited)
     return LinkFigures(
-        address=endpoint, mode=mode, model=model.name, duration_s=wall, rate_hz=rate_hz, sent=run.sent,
+        address=endpoint, mode=mode, transport=transport, model=model.name, duration_s=wall, rate_hz=rate_hz, sent=run.sent,
         answered=len(run.rtt_ns), applied=applied, lost=lost, loss_fraction=lost / max(run.sent, 1),
         achieved_rate_hz=run.sent / wall, rtt_median_us=float(np.median(rtt)),
         rtt_p99_us=float(np.percentile(rtt, 99)), rtt_max_us=float(np.max(rtt)), late_ticks=run.late,

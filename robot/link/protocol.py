@@ -46,8 +46,15 @@ SERVER_STATUSES = ("idle", *STATUSES)
 #: Why the server refused a message; each is counted (``report.rejected``).
 REJECT_KINDS = ("unauthenticated", "malformed", "replayed", "stale", "wrong_session", "halted")
 
-CLIENT_TYPES = frozenset({"hello", "command", "ping", "status", "bye"})
-SERVER_TYPES = frozenset({"welcome", "refused", "state", "reject", "pong", "report"})
+CLIENT_TYPES = frozenset({"hello", "command", "ping", "status", "bye", "stream"})
+SERVER_TYPES = frozenset({"welcome", "refused", "state", "reject", "pong", "report", "stream_open"})
+#: What a client may send over the datagram stream (the per-tick messages), and what the
+#: server sends there; everything else goes over ZeroMQ (``robot.link.stream``).
+STREAM_CLIENT_TYPES = frozenset({"command", "ping"})
+STREAM_SERVER_TYPES = frozenset({"state", "reject", "pong"})
+#: Length of a stream key in hex characters (32 bytes, the HMAC-SHA256 key of the
+#: datagrams; a server without CURVE keys sends an empty key: no tag).
+STREAM_KEY_HEX = 64
 
 #: The length of a vector field that has one value per joint.
 N = -1
@@ -153,6 +160,7 @@ BODIES: dict[str, dict[str, _Field]] = {
     "ping": {},
     "status": {},
     "bye": {},
+    "stream": {"port": U64},
     # server -> client
     "welcome": {"mode": _Text(MODES), "model": TEXT, "fingerprint": TEXT, "dt_s": FLOAT, "n_joints": U64,
                 "q_min_rad": _Vector(N), "q_max_rad": _Vector(N), "qd_max_rad_s": _Vector(N),
@@ -166,6 +174,7 @@ BODIES: dict[str, dict[str, _Field]] = {
                "applied": U64, "sessions": U64, "halts": U64, "gaps": U64, "rejected": _Counts(REJECT_KINDS),
                "last_halt_reason": TEXT, "last_halt_silence_s": FLOAT, "last_halt_ramp_s": FLOAT,
                "watchdog_s": FLOAT, "uptime_s": FLOAT},
+    "stream_open": {"port": U64, "key": TEXT},
 }
 
 _KEYS: dict[str, frozenset[str]] = {kind: frozenset(HEADER) | frozenset(body) for kind, body in BODIES.items()}

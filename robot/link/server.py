@@ -10,9 +10,10 @@ One loop in one thread does everything, so nothing is shared with another thread
 * **lock-step** sessions: every valid ``command`` is applied, the plant steps once and the
   new ``state`` is the reply. Deterministic; the plant does not move between commands.
 * **real-time** sessions: the plant steps every ``dt_s`` on the server's clock and each
-  step's ``state`` is pushed to the client; a valid ``command`` is applied on arrival
-  (the newest wins). Between steps the loop waits on the sockets' file descriptors, so a
-  message is handled within tens of microseconds.
+  step's ``state`` is pushed to the client; a valid ``command`` is accepted on arrival
+  and handed to the plant at the next period boundary, before the step (the newest
+  wins). Between steps the loop waits on the sockets' file descriptors, so a message is
+  handled within tens of microseconds.
 
 With a :class:`~robot.link.arrivals.SpinWindow` (``arm serve``, ``--spin-us``), the wait
 before a lock-step client's next command sleeps until just before the command is due and
@@ -33,6 +34,15 @@ arm having held still until then). A rejected
 message is counted by kind, answered with a ``reject`` to its sender only, and changes
 nothing else.
 
+On loopback the server also holds a UDP socket on the same address (the datagram stream,
+:mod:`robot.link.stream`). A session's client may ask for it (``stream``, naming its own
+UDP port); the server then answers ``stream_open`` with its port and a fresh key, and
+takes that client's ``command`` and ``ping`` as datagrams too, answering them (and
+pushing real-time states) the same way. A datagram from any other address or port than
+the session's stream peer is ``wrong_session``; with CURVE keys, one without the session
+key's tag is ``unauthenticated`` (both counted, never answered); every other datagram
+goes through the same checks as a ZeroMQ message.
+
 The watchdog: a real-time session that has received its first command halts at the
 first period boundary at which no valid command has arrived for :data:`WATCHDOG_PERIODS`
 periods (20 ms at 1 kHz, as libfranka's 20 lost packets; so 20-21 ms of silence): the
@@ -48,6 +58,7 @@ from __future__ import annotations
 import logging
 import secrets
 import select
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -60,16 +71,18 @@ from numpy.typing import NDArray
 from capture_trainer.errors import ArmError, CaptureTrainerError
 from robot.arm import ArmBackend, JointCommand
 from robot.link.arrivals import ArrivalForecast, SpinWindow
-from robot.link.keys import ServerKeys, check_address
+from robot.link.keys import ServerKeys, check_address, is_loopback
 from robot.link.protocol import (
     CLIENT_TYPES,
     MODES,
     REJECT_KINDS,
+    STREAM_CLIENT_TYPES,
     MessageError,
     decode,
     encode,
     model_fingerprint,
 )
+from robot.link.stream import RECV_BYTES, datagram_socket, seal, unseal
 from robot.models import ManipulatorModel, Mat3
 
 log = logging.getLogger(__name__)
@@ -155,6 +168,11 @@ class LinkCounters:
     last_halt_ramp_s: float = 0.0
 
 
+Origin = bytes | None
+"""Where a message came from and its answer goes: a ZeroMQ routing id, or None for the
+session's datagram stream."""
+
+
 class _Session:
     """One client's session: its plant, the last accepted sequence and the watchdog."""
 
@@ -177,6 +195,8 @@ class _Session:
         self.last_rx = now
         self.last_command = now
         self.command = JointCommand.zeros(n)
+        #: Real time: the newest applied command, for the plant at the next period boundary.
+        self.pending: dict[str, Any] | None = None
         self.ramp = np.zeros(n)
         self.halt_started = 0.0
         self.halted_at = 0.0
@@ -185,6 +205,14 @@ class _Session:
         self.last_qd: list[float] = [0.0] * n
         #: When the client's next command is due (the busy-poll window); None: never spin.
         self.arrivals = None if spin is None else ArrivalForecast(spin)
+        #: The client's datagram address (host, port) and the stream key, once ``stream_open``.
+        self.stream_peer: tuple[str, int] | None = None
+        self.stream_key = b""
+
+    @property
+    def push_to(self) -> Origin:
+        """Where pushed real-time states go: the stream once open, else the connection."""
+        return None if self.stream_peer is not None else self.routing_id
 
 
 class LinkServer:
@@ -201,6 +229,8 @@ class LinkServer:
         max_age_steps: oldest state a real-time command may be computed from [periods].
         lockstep_timeout_s: silence that halts a lock-step session [s].
         modes: the session modes this server offers.
+        stream: offer the datagram stream (:mod:`robot.link.stream`); only ever on a
+            loopback address (elsewhere the server has no UDP socket).
         spin: busy-poll around each expected command of a lock-step session (see
             :mod:`robot.link.arrivals`); None (the default) always sleeps. Only for a
             server alone in its process (``arm serve``): a spinning thread holds the
@@ -213,7 +243,7 @@ class LinkServer:
     def __init__(self, model: ManipulatorModel, plant_factory: PlantFactory, bind: str = DEFAULT_BIND,
                  keys: ServerKeys | None = None, *, watchdog_periods: int = WATCHDOG_PERIODS,
                  max_age_steps: int = MAX_AGE_STEPS, lockstep_timeout_s: float = LOCKSTEP_TIMEOUT_S,
-                 modes: tuple[str, ...] = MODES, spin: SpinWindow | None = None) -> None:
+                 modes: tuple[str, ...] = MODES, spin: SpinWindow | None = None, stream: bool = True) -> None:
         import zmq
 
         endpoint, host = check_address(bind, keys is not None, binding=True)
@@ -231,6 +261,8 @@ class LinkServer:
         self.counters = LinkCounters()
         self.error: BaseException | None = None
         self._factory = plant_factory
+        #: The types a ZeroMQ message may have (the stream's are :data:`STREAM_CLIENT_TYPES`).
+        self._client_types = CLIENT_TYPES
         self._authorised: frozenset[bytes] = frozenset()
         self._session: _Session | None = None
         self._seq = 0
@@ -250,9 +282,19 @@ class LinkServer:
         self._ctx = zmq.Context()
         try:
             self._open_sockets(endpoint, host, keys)
+            self._udp: socket.socket | None = datagram_socket(host) if stream and is_loopback(host) else None
+        except OSError as error:
+            self._ctx.destroy(linger=0)
+            raise ArmError(f"cannot open the arm server's datagram stream on {host}: {error}") from None
         except BaseException:
             self._ctx.destroy(linger=0)
             raise
+        #: The datagram stream's (host, port); None without the stream.
+        self.stream_address: tuple[str, int] | None = None
+        if self._udp is not None:
+            self._udp_fd = self._udp.fileno()
+            self._fds.append(self._udp_fd)
+            self.stream_address = cast(tuple[str, int], tuple(self._udp.getsockname()[:2]))
 
     def _open_sockets(self, endpoint: str, host: str, keys: ServerKeys | None) -> None:
         zmq = self._zmq
@@ -333,6 +375,8 @@ class LinkServer:
         self._end_session("server closed")
         if not self._ctx.closed:
             self._ctx.destroy(linger=0)
+        if self._udp is not None:
+            self._udp.close()
 
     def __enter__(self) -> LinkServer:
         return self
@@ -371,7 +415,11 @@ class LinkServer:
                 deadline = now() + dt
 
     def _period(self, s: _Session) -> None:
-        """One real-time period: watchdog, ramp, plant step, state pushed."""
+        """One real-time period: the newest command to the plant, watchdog, ramp, plant
+        step, state pushed."""
+        if s.pending is not None:
+            self._to_plant(s, s.pending)
+            s.pending = None
         if s.status == "running":
             silence = time.perf_counter() - s.last_command
             if silence >= self.watchdog_periods * s.dt_s:
@@ -384,7 +432,7 @@ class LinkServer:
             return
         s.plant.advance()
         s.step += 1
-        self._send(s.routing_id, "state", s.id, self._state_body(s))
+        self._send(s.push_to, "state", s.id, self._state_body(s))
 
     # ----------------------------------------------------------------- watchdog
     def _trip(self, s: _Session, reason: str) -> None:
@@ -439,10 +487,31 @@ class LinkServer:
         s.plant.close()
 
     # -------------------------------------------------------------- the sockets
-    def _ready(self) -> list[Any]:
-        """The sockets with a message now (no waiting)."""
+    def _ready(self, stream: bool = False) -> list[Any]:
+        """The sockets with a message now (no waiting).
+
+        The datagram socket is looked at (a select()) with ``stream``, and whenever a
+        ZeroMQ socket has a message; it then comes first: a datagram is in the socket as
+        soon as it is sent, a ZeroMQ message later, so a client's ``bye`` is never handled
+        before the commands it sent ahead of it."""
         events, pollin = self._EVENTS, self._POLLIN  # plain ints: pyzmq's enums cost a Python call per "&"
-        return [s for s in self._sockets if s.get(events) & pollin]
+        ready = [s for s in self._sockets if s.get(events) & pollin]
+        if (stream or ready) and self._udp is not None and select.select([self._udp_fd], [], [], 0.0)[0]:
+            ready.insert(0, self._udp)
+        return ready
+
+    def _sleep(self, timeout_s: float) -> list[Any]:
+        """select() on every descriptor for up to ``timeout_s``, then the ready sockets.
+
+        Called only after :meth:`_ready` found no ZeroMQ message: a ZeroMQ descriptor
+        becomes readable when its socket's events change, so when select() wakes for the
+        datagram socket alone, the ZeroMQ sockets need no look (it saves their EVENTS)."""
+        readable = select.select(self._fds, [], [], timeout_s)[0]
+        if self._udp is None or self._udp_fd not in readable:
+            return self._ready()
+        if len(readable) == 1:
+            return [self._udp]
+        return [self._udp, *[s for s in self._ready() if s is not self._udp]]
 
     def _wait(self, timeout_s: float) -> list[Any]:
         """The sockets with a message, waiting up to ``timeout_s`` (sub-millisecond).
@@ -463,23 +532,25 @@ class LinkServer:
         if window is not None and window[1] > now and window[0] < end:
             start, stop = window
             while not ready and (now := time.perf_counter()) < start:  # sleep until the window opens
-                select.select(self._fds, [], [], start - now)
-                ready = self._ready()
+                ready = self._sleep(start - now)
             stop = min(stop, end)
             while not ready and (now := time.perf_counter()) < stop:
-                ready = self._ready()
+                ready = self._ready(stream=True)
             if ready or now >= end:
                 self._woke_ns = time.perf_counter_ns()
                 return ready
             timeout_s = end - now
-        select.select(self._fds, [], [], timeout_s)
+        ready = self._sleep(timeout_s)
         self._woke_ns = time.perf_counter_ns()
-        return self._ready()
+        return ready
 
     def _handle(self, ready: list[Any]) -> None:
         """Act on up to :data:`BATCH` messages of each ready socket."""
         events, pollin, noblock, more = self._EVENTS, self._POLLIN, self._NOBLOCK, self._RCVMORE
         for sock in ready:
+            if sock is self._udp:
+                self._on_datagrams()
+                continue
             for _ in range(BATCH):
                 try:
                     frames = [sock.recv(noblock)]  # ready: a whole message is there (all its frames)
@@ -528,9 +599,46 @@ class LinkServer:
             self._pending.remove(value)
             self._count("unauthenticated", "connection closed before any handshake")
 
-    def _send(self, routing_id: bytes, kind: str, session: int, body: dict[str, Any]) -> None:
+    def _on_datagrams(self) -> None:
+        """Act on up to :data:`BATCH` datagrams waiting on the UDP socket."""
+        udp = self._udp
+        assert udp is not None
+        for _ in range(BATCH):
+            try:
+                data, source = udp.recvfrom(RECV_BYTES)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as error:  # e.g. an ICMP error queued for an earlier send
+                log.debug("arm server: datagram socket: %s", error)
+                continue
+            self._on_datagram(data, source)
+
+    def _on_datagram(self, data: bytes, source: Any) -> None:
+        """One datagram: from the session's stream peer, with its key's tag, then the
+        same checks as a ZeroMQ message (:meth:`_on_message`)."""
+        s = self._session
+        if s is None or s.stream_peer is None or (source[0], source[1]) != s.stream_peer:
+            self._count("wrong_session", f"a datagram from {source[0]}:{source[1]}, not this session's stream")
+            return
+        message = unseal(s.stream_key, data)
+        if message is None:
+            self._count("unauthenticated", "a datagram without the session key's tag")
+            return
+        self._on_message(None, message, STREAM_CLIENT_TYPES)
+
+    def _send(self, origin: Origin, kind: str, session: int, body: dict[str, Any]) -> None:
+        """Send one message to ``origin``: a connection (routing id) or the session's stream."""
         self._seq += 1
         data = encode(kind, session, self._seq, time.monotonic_ns(), body)
+        if origin is None:
+            s = self._session
+            assert s is not None and s.stream_peer is not None and self._udp is not None
+            try:
+                self._udp.sendto(seal(s.stream_key, data), s.stream_peer)
+            except OSError as error:  # a full buffer or a peer gone: its watchdog, or ours, will tell
+                log.debug("arm server: dropped a %s datagram: %s", kind, error)
+            return
+        routing_id = origin
         router, noblock = self._router, self._NOBLOCK
         try:
             router.send(routing_id, noblock | self._SNDMORE)
@@ -542,43 +650,51 @@ class LinkServer:
         self.counters.rejected[kind] += 1
         log.debug("arm server: rejected (%s): %s", kind, reason)
 
-    def _reject(self, routing_id: bytes, ref_seq: int, kind: str, reason: str) -> None:
+    def _reject(self, origin: Origin, ref_seq: int, kind: str, reason: str) -> None:
         self._count(kind, reason)
-        self._send(routing_id, "reject", 0, {"ref_seq": ref_seq, "kind": kind, "reason": reason[:200]})
+        self._send(origin, "reject", 0, {"ref_seq": ref_seq, "kind": kind, "reason": reason[:200]})
 
     # ----------------------------------------------------------------- messages
     def _on_frames(self, frames: list[bytes]) -> None:
-        """Check one message from a client and act on it (see the module doc for the order)."""
+        """One ZeroMQ message from a client: one frame, then :meth:`_on_message`."""
         routing_id = frames[0]
         if len(frames) != 2:
             self._reject(routing_id, 0, "malformed", f"a message is one frame, got {len(frames) - 1}")
             return
+        self._on_message(routing_id, frames[1], self._client_types)
+
+    def _on_message(self, origin: Origin, data: bytes, accept: frozenset[str]) -> None:
+        """Check one message from a client and act on it (see the module doc for the order).
+
+        ``origin``: the connection's routing id, or None for a datagram of the session's
+        stream (whose source and tag are already checked)."""
         try:
-            msg = decode(frames[1], self._n, CLIENT_TYPES)
+            msg = decode(data, self._n, accept)
         except MessageError as error:
-            self._reject(routing_id, 0, "malformed", str(error))
+            self._reject(origin, 0, "malformed", str(error))
             return
         kind, seq = msg["type"], msg["seq"]
         if kind == "hello":
-            self._hello(routing_id, msg)
+            assert origin is not None  # not a stream type
+            self._hello(origin, msg)
             return
         s = self._session
         if kind == "status" and msg["session"] == 0:
-            self._send(routing_id, "report", 0, self.report())
+            self._send(origin, "report", 0, self.report())
             return
-        if s is None or msg["session"] != s.id or routing_id != s.routing_id:
-            self._reject(routing_id, seq, "wrong_session", "no such session on this connection")
+        if s is None or msg["session"] != s.id or (origin is not None and origin != s.routing_id):
+            self._reject(origin, seq, "wrong_session", "no such session on this connection")
             return
         if seq <= s.client_seq:
-            self._reject(routing_id, seq, "replayed", f"seq {seq} is not newer than {s.client_seq}")
+            self._reject(origin, seq, "replayed", f"seq {seq} is not newer than {s.client_seq}")
             return
         if msg["t_ns"] < s.client_t_ns:
-            self._reject(routing_id, seq, "malformed", "t_ns went backwards")
+            self._reject(origin, seq, "malformed", "t_ns went backwards")
             return
         if kind == "command":
             problem = self._command_problem(s, msg)
             if problem is not None:
-                self._reject(routing_id, seq, *problem)
+                self._reject(origin, seq, *problem)
                 return
         self.counters.gaps += seq - s.client_seq - 1
         s.client_seq = seq
@@ -587,14 +703,34 @@ class LinkServer:
         if kind == "command":
             if s.arrivals is not None:
                 s.arrivals.note(msg["t_ns"], self._woke_ns)
-            self._apply(s, msg)
+            self._apply(s, msg, origin)
         elif kind == "ping":
-            self._send(routing_id, "pong", s.id, {"echo_seq": seq, "echo_t_ns": msg["t_ns"]})
+            self._send(origin, "pong", s.id, {"echo_seq": seq, "echo_t_ns": msg["t_ns"]})
         elif kind == "status":
-            self._send(routing_id, "report", s.id, self.report())
+            self._send(origin, "report", s.id, self.report())
+        elif kind == "stream":
+            assert origin is not None  # not a stream type
+            self._open_stream(origin, s, msg["port"])
         else:  # bye
-            self._send(routing_id, "report", s.id, self.report())
+            self._send(origin, "report", s.id, self.report())
             self._end_session("bye")
+
+    def _open_stream(self, routing_id: bytes, s: _Session, port: int) -> None:
+        """Open the session's datagram stream to the client's UDP ``port`` on the
+        server's loopback address, or refuse in one line."""
+        if self._udp is None or self.stream_address is None:
+            self._refuse(routing_id, "this server has no datagram stream (it is offered on loopback only)", busy=False)
+            return
+        if s.stream_peer is not None:
+            self._refuse(routing_id, "the session's datagram stream is already open", busy=False)
+            return
+        if not 0 < port < 65536:
+            self._refuse(routing_id, f"a datagram port must be 1-65535, got {port}", busy=False)
+            return
+        s.stream_peer = (self.stream_address[0], port)
+        s.stream_key = secrets.token_bytes(32) if self._zap is not None else b""  # a tag only with CURVE
+        log.info("arm server: session %x streams datagrams with port %d", s.id, port)
+        self._send(routing_id, "stream_open", s.id, {"port": self.stream_address[1], "key": s.stream_key.hex()})
 
     def _command_problem(self, s: _Session, msg: dict[str, Any]) -> tuple[str, str] | None:
         """``(kind, reason)`` why a command of the session must not be applied, or None."""
@@ -619,22 +755,33 @@ class LinkServer:
             return "stale", f"computed from the state of step {msg['state_seq']}, now {s.step} (limit {limit})"
         return None
 
-    def _apply(self, s: _Session, msg: dict[str, Any]) -> None:
+    def _apply(self, s: _Session, msg: dict[str, Any], origin: Origin) -> None:
+        """Apply a checked command. Lock-step: to the plant, one step, the state back.
+        Real time: kept until the next period boundary, where the newest kept command
+        goes to the plant before it steps (the plant only uses its motor targets when it
+        steps, so this is the same motion, and the work is off the path of a ``ping``
+        sent just after the command)."""
+        self.counters.applied += 1
+        s.cmd_seq = msg["seq"]
+        s.armed = True
+        s.status = "running"
+        s.last_command = s.last_rx
+        if s.mode == "realtime":
+            s.pending = msg
+            return
+        self._to_plant(s, msg)
+        s.plant.advance()
+        s.step += 1
+        self._send(origin, "state", s.id, self._state_body(s))
+
+    @staticmethod
+    def _to_plant(s: _Session, msg: dict[str, Any]) -> None:
         command = s.command
         command.t_s = msg["t_s"]
         command.q_rad[:] = msg["q_rad"]
         command.qd_rad_s[:] = msg["qd_rad_s"]
         command.qdd_rad_s2[:] = msg["qdd_rad_s2"]
         s.plant.send(command)
-        self.counters.applied += 1
-        s.cmd_seq = msg["seq"]
-        s.armed = True
-        s.status = "running"
-        s.last_command = s.last_rx
-        if s.mode == "lockstep":
-            s.plant.advance()
-            s.step += 1
-            self._send(s.routing_id, "state", s.id, self._state_body(s))
 
     def _hello(self, routing_id: bytes, msg: dict[str, Any]) -> None:
         """Open a session (a fresh plant at the hello's start pose), or refuse in one line."""

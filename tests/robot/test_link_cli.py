@@ -53,11 +53,13 @@ def test_serve_status_and_link_test_from_the_command_line(tmp_path: Path, capsys
         assert main(["arm", "status", endpoint, "--keys", str(keys), "--json"]) == 0
         status = json.loads(capsys.readouterr().out)
         assert status["status"] == "idle" and status["model"] == "spatial-7dof" and status["n_joints"] == 7
-        for mode in ("lockstep", "realtime"):
+        for mode, transport in (("lockstep", "udp"), ("realtime", "udp"), ("lockstep", "zmq")):
+            stream = ["--no-stream"] if transport == "zmq" else []
             assert main(["arm", "link-test", endpoint, "--keys", str(keys), "--duration", "0.5", "--mode", mode,
-                         "--json"]) == 0
+                         "--json", *stream]) == 0
             figures = json.loads(capsys.readouterr().out)
             assert figures["mode"] == mode and figures["model"] == "spatial-7dof"
+            assert figures["transport"] == transport  # loopback: the datagram stream unless --no-stream
             assert figures["sent"] >= 400 and figures["lost"] == 0 and figures["applied"] == figures["sent"]
             assert figures["rejected"] == dict.fromkeys(figures["rejected"], 0)
             assert 0.0 < figures["rtt_median_us"] <= figures["rtt_p99_us"] <= figures["rtt_max_us"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import math
 import os
 import stat
@@ -27,11 +29,14 @@ from robot.link.protocol import (
     CLIENT_TYPES,
     MAX_MESSAGE_BYTES,
     SERVER_TYPES,
+    STREAM_CLIENT_TYPES,
+    STREAM_SERVER_TYPES,
     MessageError,
     decode,
     encode,
     model_fingerprint,
 )
+from robot.link.stream import TAG_BYTES, seal, unseal
 from robot.models import MODELS
 
 N = 3
@@ -167,6 +172,35 @@ def test_the_compiled_checks_never_accept_what_the_field_checks_refuse(kind, dat
 def test_the_compiled_checks_accept_every_valid_message():
     assert _FAST_CHECKS["command"](msgpack.unpackb(encode("command", 7, 9, 123, command_body())), N)
     assert _FAST_CHECKS["state"](msgpack.unpackb(encode("state", 7, 9, 123, state_body())), N)
+
+
+def test_the_stream_messages_round_trip_and_are_checked():
+    assert decode(encode("stream", 7, 2, 5, {"port": 40000}), N, CLIENT_TYPES)["port"] == 40000
+    opened = decode(encode("stream_open", 7, 3, 6, {"port": 41000, "key": "ab" * 32}), N, SERVER_TYPES)
+    assert (opened["port"], opened["key"]) == (41000, "ab" * 32)
+    for body in ({"port": -1}, {"port": 1.5}, {}, {"port": 1, "key": ""}):
+        with pytest.raises(MessageError):
+            decode(msgpack.packb({"v": 1, "type": "stream", "session": 7, "seq": 2, "t_ns": 5, **body}), N,
+                   CLIENT_TYPES)
+    # the stream carries only the per-tick messages
+    assert STREAM_CLIENT_TYPES == {"command", "ping"} and STREAM_SERVER_TYPES == {"state", "reject", "pong"}
+    with pytest.raises(MessageError, match="type"):
+        decode(encode("bye", 7, 2, 5, {}), N, STREAM_CLIENT_TYPES)
+
+
+def test_a_datagram_tag_is_hmac_sha256_and_any_change_breaks_it():
+    key = bytes(range(32))
+    message = encode("command", 7, 9, 123, command_body())
+    datagram = seal(key, message)
+    assert datagram[:TAG_BYTES] == hmac.new(key, message, hashlib.sha256).digest()[:16]  # RFC 2104, by hashlib
+    assert unseal(key, datagram) == message
+    for i in range(len(datagram)):
+        forged = bytearray(datagram)
+        forged[i] ^= 0x01
+        assert unseal(key, bytes(forged)) is None
+    assert unseal(key, datagram[:-1]) is None and unseal(key, datagram[:TAG_BYTES]) is None
+    assert unseal(bytes(32), datagram) is None  # another session's key
+    assert seal(b"", message) == message and unseal(b"", message) == message  # no keys: no tag
 
 
 def test_fingerprints_tell_models_and_bases_apart():

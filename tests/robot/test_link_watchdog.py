@@ -106,7 +106,7 @@ CLIENT = textwrap.dedent("""
         arm.advance()
         arm.send(JointCommand(k * 1e-3, arm.state().q_rad.copy(), rate, np.zeros(3)))
         if k == 300:
-            print("running", flush=True)
+            print("running", arm.transport, flush=True)
         time.sleep(1e-3)
 """)
 
@@ -115,7 +115,7 @@ def test_killing_the_client_halts_the_server_within_its_watchdog(served: str, ke
     client = subprocess.Popen([sys.executable, "-c", CLIENT, served, str(keys)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
     try:
-        read_line(client, "running")
+        assert read_line(client, "running").split()[1] == "udp"  # the commands come as datagrams
         running = report(served, keys)
         assert running["status"] == "running" and running["qd_rad_s"][0] == pytest.approx(0.5, abs=1e-3)
         halts = running["halts"]
@@ -191,11 +191,14 @@ def test_a_lockstep_session_halts_after_its_timeout(served: str, keys: Path) -> 
         arm.close()
 
 
-def test_killing_the_server_faults_the_client_within_its_watchdog(keys: Path) -> None:
+@pytest.mark.parametrize("stream", [True, False])
+def test_killing_the_server_faults_the_client_within_its_watchdog(keys: Path, stream: bool) -> None:
     timeout_s = 0.020  # the default is 10 ms; a little more keeps a loaded test machine from false alarms
     with arm_server(keys) as (proc, endpoint):
-        arm = ARM_BACKENDS.get("remote")(MODEL, address=endpoint, keys_dir=keys, mode="realtime", timeout_s=timeout_s)
+        arm = ARM_BACKENDS.get("remote")(MODEL, address=endpoint, keys_dir=keys, mode="realtime", timeout_s=timeout_s,
+                                         stream=stream)
         try:
+            assert arm.transport == ("udp" if stream else "zmq")
             for k in range(200):
                 arm.advance()
                 arm.send(JointCommand(k * 1e-3, arm.state().q_rad.copy(), np.zeros(3), np.zeros(3)))
