@@ -58,7 +58,9 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     test.add_argument("--keys", metavar="DIR", help="CURVE key folder (required off loopback)")
     test.add_argument("--duration", type=float, default=60.0, metavar="S", help="seconds (default 60)")
     test.add_argument("--rate", type=float, default=1000.0, metavar="HZ", help="commands per second (default 1000)")
-    test.add_argument("--mode", choices=MODES, default="lockstep")
+    test.add_argument("--mode", choices=MODES, default="realtime",
+                      help="realtime (default: the arm on its own 1 kHz clock, as a real arm; ping -> pong) "
+                           "or lockstep (command -> the state after one simulated step)")
     test.add_argument("--rt-priority", type=int, metavar="N",
                       help="run under SCHED_FIFO at priority N (1-99; needs root or an rtprio limit)")
     test.add_argument("--no-stream", action="store_true",

@@ -69,7 +69,7 @@ class LinkFigures:
 
 
 def run_link_test(address: str, keys_dir: str | Path | None = None, duration_s: float = 60.0,
-                  rate_hz: float = 1000.0, mode: str = "lockstep", reply_timeout_s: float = 0.1,
+                  rate_hz: float = 1000.0, mode: str = "realtime", reply_timeout_s: float = 0.1,
                   stream: bool = True) -> LinkFigures:
     """Measure the link to the arm server at ``address`` (see the module doc).
 

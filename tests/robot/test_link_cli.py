@@ -53,10 +53,12 @@ def test_serve_status_and_link_test_from_the_command_line(tmp_path: Path, capsys
         assert main(["arm", "status", endpoint, "--keys", str(keys), "--json"]) == 0
         status = json.loads(capsys.readouterr().out)
         assert status["status"] == "idle" and status["model"] == "spatial-7dof" and status["n_joints"] == 7
-        for mode, transport in (("lockstep", "udp"), ("realtime", "udp"), ("lockstep", "zmq")):
-            stream = ["--no-stream"] if transport == "zmq" else []
-            assert main(["arm", "link-test", endpoint, "--keys", str(keys), "--duration", "0.5", "--mode", mode,
-                         "--json", *stream]) == 0
+        for mode, transport in (("lockstep", "udp"), (None, "udp"), ("lockstep", "zmq")):
+            options = ["--no-stream"] if transport == "zmq" else []
+            options += ["--mode", mode] if mode else []
+            assert main(["arm", "link-test", endpoint, "--keys", str(keys), "--duration", "0.5", "--json",
+                         *options]) == 0
+            mode = mode or "realtime"  # the default: the arm's real-time loop, as a real arm runs
             figures = json.loads(capsys.readouterr().out)
             assert figures["mode"] == mode and figures["model"] == "spatial-7dof"
             assert figures["transport"] == transport  # loopback: the datagram stream unless --no-stream
