@@ -1,4 +1,5 @@
-"""`capture-trainer bench ...`: every module ``benchmarks/bench_*.py`` adds one bench.
+"""`capture-trainer bench ...`: every module ``benchmarks/bench_*.py`` adds one bench
+(and ``app.bench_window``, which runs the application's window).
 
 A bench module exposes ``add_bench(subparsers)``; its handler prints one JSON object
 (with ``--json``) or a short human summary. No figure is asserted in tests (only the
@@ -17,6 +18,8 @@ import benchmarks
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("bench", help="timing and throughput measurements")
     bench_parsers = parser.add_subparsers(dest="bench", metavar="BENCH", required=True)
-    for info in sorted(pkgutil.iter_modules(benchmarks.__path__), key=lambda m: m.name):
-        if info.name.startswith("bench_"):
-            importlib.import_module(f"benchmarks.{info.name}").add_bench(bench_parsers)
+    modules = [f"benchmarks.{info.name}" for info in pkgutil.iter_modules(benchmarks.__path__)
+               if info.name.startswith("bench_")]
+    modules.append("app.bench_window")  # it runs the application's window: it lives in app
+    for name in sorted(modules, key=lambda module: module.rsplit(".", 1)[1]):
+        importlib.import_module(name).add_bench(bench_parsers)

@@ -1,5 +1,9 @@
 """`capture-trainer bench window`: the servo's rate while the trainer window draws.
 
+It lives in ``app`` rather than ``benchmarks`` because it runs the application's window
+(the benchmarks package sits below ``app``); ``app.commands.bench`` registers it beside
+the ``benchmarks/bench_*.py`` modules.
+
 Runs the trainee flow headless (SDL's dummy video driver unless ``SDL_VIDEODRIVER`` is
 set): the real servo process and runner, a simulated device with a passive participant,
 one guided attempt of ``--seconds`` of trial time while the window draws at its display
