@@ -29,6 +29,7 @@ bench: setup
 		$(CT) bench reaction --model $$model --json; \
 	done
 	$(CT) bench device-loop --json
+	$(CT) bench window --json
 	$(CT) bench study --json
 
 clean:

@@ -57,6 +57,11 @@ from numba.extending import intrinsic
 from numba.np.arrayobj import make_array, populate_array
 
 _FD_STEP_RAD = 1e-5
+# Tikhonov λ of M+ in the reaction-first solve, relative to ||M||: there M Mᵀ is singular
+# (to round-off at an exact reaction singularity, where λ = 1e-12 ||M|| let its cofactor
+# inverse divide by an exact zero), so λ² bounds its condition by 1e10 (6 digits left)
+_REACTION_FIRST_LAMBDA = 1e-5
+
 # Smallest task scale of the reactionless saturation (solve_ik): below zero the task's
 # acceleration is reversed, which is how an arm whose joint rate sits on its limit slows
 # its end effector down without pushing on the base.
@@ -888,8 +893,11 @@ def _lse_factor(arena, top, cache, jac, mmat, task_rows, reaction_rows, free, so
         return at
     if solver == SOLVER_LSE_REACTION_FIRST and sigma_ratio < sigma_threshold:
         lam2 += _damping_squared(sigma_ratio, sigma_threshold, damp_max * math.sqrt(max(jjt_max, 0.0)))
-        # the reaction first (see _lse_apply): M+ = M^T (M M^T)^-1, Q = I - M+ M, (J Q)+ damped
-        _regularised_pinv(arena, top, mf, (1e-12 * m_norm) ** 2, mp)
+        # the reaction first (see _lse_apply): M+ = M^T (M M^T + λ² I)^-1, Q = I - M+ M, (J Q)+
+        # damped. Here M M^T is singular or nearly so: λ keeps the cofactor inverse's
+        # condition at or below 1 / _REACTION_FIRST_LAMBDA², and _lse_apply refines the
+        # solution once against the reaction rows
+        _regularised_pinv(arena, top, mf, (_REACTION_FIRST_LAMBDA * m_norm) ** 2, mp)
         _null_projector(mp, mf, qm)
         for a in range(m):
             for j in range(n):
@@ -977,6 +985,20 @@ def _lse_apply(arena, top, cache, at, m, r, rhs, nvec, z, free, qdd, diag):
             for j in range(n):
                 acc += qm[i, j] * zf[j]
             qdd[i] = acc * free[i]
+        # one step of iterative refinement against the reaction rows (M+ is regularised,
+        # see _lse_factor): qdd -= M+ (M qdd + n); its leak λ²/σ² in a direction of
+        # singular value σ becomes its square
+        y1, top = _zeros(arena, top, (3,))
+        for a in range(r):
+            acc = nvec[a]
+            for j in range(n):
+                acc += mf[a, j] * qdd[j]
+            y1[a] = acc
+        for i in range(n):
+            acc = 0.0
+            for a in range(r):
+                acc += mp[i, a] * y1[a]
+            qdd[i] -= acc * free[i]
         return
     for i in range(n):
         acc = 0.0
@@ -1348,8 +1370,10 @@ def _sigma_ascent_in(arena, top, q, jac, mmat, joint_xyz, joint_rot, joint_axis,
     for e in range(n):
         for j in range(n):
             cand[j] = 1.0 if j == e else 0.0
-        for b in range(count):
-            dot = cand[e] * basis[b, e]
+        for b in range(count):  # modified Gram-Schmidt: the residual's own projection
+            dot = 0.0
+            for j in range(n):
+                dot += cand[j] * basis[b, j]
             for j in range(n):
                 cand[j] -= dot * basis[b, j]
         norm = 0.0

@@ -1,8 +1,9 @@
 """The trainer window under SDL's dummy driver, with the real servo process and runner.
 
 What it checks: the arm, the debris and the force arrows are drawn where the
-trial log says they are, and the servo loop held its rate while the window drew
-(mean >= 990 Hz, p99 period <= 1.5 ms, from the servo's own timing statistics).
+trial log says they are, and the servo ran and timed every tick while the window drew.
+The servo's rate while drawing is a measurement (``capture-trainer bench window``), not
+an assertion here.
 """
 
 from __future__ import annotations
@@ -47,16 +48,20 @@ def trainer_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list, Path]:
     return results, out
 
 
-def test_servo_rate_held_while_drawing(trainer_run: tuple[list, Path]) -> None:
+def test_servo_ticked_and_timed_while_drawing(trainer_run: tuple[list, Path]) -> None:
     results, _ = trainer_run
     assert len(results) == 1
     result = results[0]
     assert result.status == "aborted", result.message  # stopped by stop_after_s
     assert result.frames_drawn > 60  # the window really drew during the attempt
     timing = result.timing
-    assert timing["periods"] > 3500
-    assert timing["rate_hz"] >= 990.0, timing
-    assert timing["p99_period_ms"] <= 1.5, timing
+    # every tick of the 4 s attempt was run, logged and timed: the clock marks a tick
+    # before calling it, so the tick that met the abort is timed but logs no row
+    rows = pq.read_metadata(result.summary["path"]).num_rows
+    assert rows >= 4000 and timing["ticks"] - rows in (0, 1)
+    assert timing["periods"] == timing["ticks"] - 1
+    assert sum(timing["histogram_counts"]) == timing["periods"]
+    assert timing["rate_hz"] == pytest.approx(1e3 / timing["mean_period_ms"], rel=1e-6)
 
 
 def test_scene_drawn_where_the_log_says(trainer_run: tuple[list, Path]) -> None:

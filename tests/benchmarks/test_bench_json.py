@@ -111,6 +111,17 @@ def test_device_loop_json() -> None:
     assert out["scheduler_woken_late"]["ticks"] >= 0
 
 
+def test_window_json() -> None:
+    out = _bench("window", "--seconds", "0.5")
+    assert out["status"] == "aborted" and out["video_driver"] == "dummy" and out["frames_drawn"] > 0
+    assert out["periods"] >= 499
+    assert out["rate_hz"] == pytest.approx(1e3 / out["mean_period_ms"], rel=1e-6)
+    order = [out[k] for k in ("p50_period_ms", "p99_period_ms", "p999_period_ms", "max_period_ms")]
+    assert order == sorted(order) and order[0] > 0.0
+    assert 0 <= out["overruns"] <= out["periods"]
+    assert out["overrun_fraction"] == pytest.approx(out["overruns"] / out["periods"])
+
+
 def test_reaction_family_json() -> None:
     out = _bench("reaction", "--model", "planar-3r", "--family", "2", "--family-seed", "5")
     assert (out["model"], out["family"], out["first_seed"]) == ("planar-3r", 2, 5)

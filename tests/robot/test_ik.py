@@ -128,3 +128,74 @@ def test_limits_are_respected(name):
 def test_unknown_solver_lists_names():
     with pytest.raises(ValueError, match="lse, pinv"):
         make_solver("lsq")
+
+
+def _sigma_ratio(model, q: np.ndarray) -> float:
+    """sigma_ratio of the arm at q (base at rest at the origin), from the solver's report."""
+    terms = dynamics_terms(model, q, np.zeros(model.n_joints))
+    return make_solver("lse", FREE).solve(model, terms, np.zeros(3), q, np.zeros(model.n_joints), dt_s=1e-3).sigma_ratio
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_the_sigma_ascent_moves_only_in_the_null_space_of_task_and_reaction(data):
+    """The ascent's spare direction is orthogonal to every row of [J; M] (the 7-joint arm
+    has one), and its size is the slope of sigma_ratio along it (central difference)."""
+    from robot import _kernels as kern
+
+    model = MODELS["spatial-7dof"]
+    a = model.arrays
+    q, _, _ = _state(model, data)
+    terms = dynamics_terms(model, q, np.zeros(model.n_joints))
+    rows = np.vstack([terms.jacobian[a.task_rows], terms.reaction_map[a.reaction_rows]])
+    assume(np.linalg.svd(rows, compute_uv=False)[-1] > 1e-3 * np.linalg.norm(rows))
+    gain, settings_ = 1.0, IKSettings()
+    out = np.zeros(model.n_joints)
+    kern.sigma_ascent(q, terms.jacobian, terms.reaction_map, a.joint_xyz, a.joint_rot, a.joint_axis, a.link_mass,
+                      a.link_com, a.link_inertia, a.ee_offset, a.base_mass, a.base_inertia, a.task_rows,
+                      a.reaction_rows, settings_.jacobian_sigma_m, settings_.jacobian_damping_m, gain, out)
+    size = np.linalg.norm(out)
+    assume(size > 1e-6)
+    direction = out / size
+    # the null space of the six rows, by SVD (independent of the kernel's Gram-Schmidt)
+    null = np.linalg.svd(rows)[2][-1]
+    assert abs(direction @ null) == pytest.approx(1.0, abs=1e-9)
+    h = 1e-3  # truncation O(h²) ~ 1e-5 relative; round-off far below
+    slope = (_sigma_ratio(model, q + h * direction) - _sigma_ratio(model, q - h * direction)) / (2 * h)
+    np.testing.assert_allclose(out, gain * slope * direction, rtol=1e-3)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_reaction_first_stays_finite_and_exact_where_m_loses_rank(seed):
+    """The reaction-first solve at a reaction singularity (7 joints, M of rank 2: its third
+    row a combination of the other two, as at a real one, where M Mᵀ is singular to
+    round-off): nothing is non-finite, the reaction rows are met (the bias is one the
+    joints can cancel), and the task gets the damped least-squares step within the null
+    space of M, computed here with numpy's SVD pseudoinverse and the reported damping."""
+    from robot import _kernels as kern
+
+    rng = np.random.default_rng(seed)
+    n = 7
+    jac = rng.normal(size=(3, n))
+    mmat = np.empty((3, n))
+    mmat[:2] = rng.normal(size=(2, n))
+    mmat[2] = 0.3 * mmat[0] - 0.7 * mmat[1]
+    nvec = mmat @ rng.normal(scale=0.1, size=n)
+    jdqd = rng.normal(scale=0.1, size=3)
+    xdd = rng.normal(scale=0.5, size=3)
+    rows = np.arange(3, dtype=np.int64)
+    big = np.full(n, 1e6)
+    qdd, diag = np.zeros(n), np.zeros(8)
+    kern.solve_ik(jac, jdqd, mmat, nvec, xdd, np.zeros(3), np.zeros(n), np.zeros(n), rows, rows, -big, big, big, big,
+                  1e-3, kern.SOLVER_LSE_REACTION_FIRST, 0.05, 0.1, 1e-3, 0.05, 0.0, 0.0, np.zeros(n), qdd, diag)
+    assert np.all(np.isfinite(qdd)) and np.all(np.isfinite(diag))
+    assert diag[0] < 1e-6  # the gauge sees the singularity
+    scale = np.linalg.norm(xdd) + np.linalg.norm(jdqd) + np.linalg.norm(nvec)
+    assert np.linalg.norm(mmat @ qdd + nvec) <= 1e-9 * scale
+    m_pinv = np.linalg.pinv(mmat, rcond=1e-10)
+    q_null = np.eye(n) - m_pinv @ mmat
+    q_react = -m_pinv @ nvec
+    jq = jac @ q_null
+    step = jq.T @ np.linalg.solve(jq @ jq.T + diag[3] ** 2 * np.eye(3), xdd - jdqd - jac @ q_react)
+    # (the kernel's M+ is regularised at 1e-5 ||M||, which leaves ~1e-7 in the task's step)
+    np.testing.assert_allclose(qdd, q_react + step, atol=1e-6 * np.linalg.norm(qdd))
