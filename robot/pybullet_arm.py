@@ -17,7 +17,9 @@ Set-up (each a measured necessity with pybullet 3.2.7):
 
 Per servo tick the owner calls ``state()`` (through the controller), ``send()``,
 ``advance()`` and ``measure()``; PyBullet is queried once per tick (joint states, base pose,
-base velocity, after the step) and the result is cached for the next ``state()``.
+base velocity, after the step) and the result is cached for the next ``state()``. The
+fused tick calls ``advance_raw()`` instead of the last two and runs ``measure()``'s
+kernels on :attr:`PyBulletArm.readout_buffers` in its own compiled call.
 """
 
 from __future__ import annotations

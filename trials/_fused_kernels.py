@@ -50,8 +50,8 @@ depends_on(__file__, gk, hk, rk)
  A_DG_GAINS, A_DG_E0, A_DG_DE0, A_DG_SINCE, A_WALL_LO, A_WALL_HI, A_WALL_BACK, A_JL_LO, A_JL_HI,
  A_ROW,
  A_RAW, A_BEFORE, A_ARM_ARENA, A_ATTITUDE, A_TORQUE, A_ARM_XYZ, A_ARM_ROT, A_ARM_AXIS, A_ARM_EE_OFFSET,
- A_ARM_BASE_INERTIA, A_DEBRIS, A_CHUNK, A_CHUNK_FLAGS) = range(98)
-N_ADDRESSES = 98
+ A_ARM_BASE_INERTIA, A_DEBRIS, A_CHUNK, A_CHUNK_FLAGS, A_ROWTAB) = range(99)
+N_ADDRESSES = 99
 
 # ---------------------------------------------------------------- the scalar vector
 # constants (set when the tick is lifted)
@@ -273,18 +273,19 @@ def pre_plant(tab, sc, t_s):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def plant_read(tab, sc, joint_states, position, orientation, velocity, angular,  # type: ignore[no-untyped-def]
-               d_position, d_orientation, d_velocity, d_angular):
+def plant_read(tab, sc, arm, debris):  # type: ignore[no-untyped-def]
     """The plant's read-outs after the step, from PyBullet's tuples: the arm's
-    (``PyBulletArm.advance_raw``: ``plant_load`` into its state buffers, then
+    (``PyBulletArm.advance_raw``'s five: ``plant_load`` into its state buffers, then
     ``plant_readout``, ``PyBulletArm.measure``'s kernel, into the measurement) and, with a
-    PyBullet debris (``sc[C_HAS_DEBRIS]``), the debris' (``PyBulletDebris.query``'s
-    tuples: ``debris_reading``, ``PyBulletDebris.read``'s kernel, with the end effector
-    just read). Returns the debris' surface gap [m] (NaN without a debris)."""
+    PyBullet debris (``sc[C_HAS_DEBRIS]``), the debris' (``PyBulletDebris.query``'s four:
+    ``debris_reading``, ``PyBulletDebris.read``'s kernel, with the end effector just
+    read; without one, any four tuples of those types). Returns the debris' surface gap
+    [m] (NaN without a debris). Two tuple arguments, not nine: each argument costs the
+    call its own dispatch."""
     n = int(sc[C_N])
     size = 2 * n + 13
     raw = _af(tab, A_RAW, (size,))
-    rk.plant_load(raw, _af(tab, A_BEFORE, (size,)), joint_states, position, orientation, velocity, angular)
+    rk.plant_load(raw, _af(tab, A_BEFORE, (size,)), arm[0], arm[1], arm[2], arm[3], arm[4])
     ee = _v3(tab, A_EE)
     rk.plant_readout(raw, _af(tab, A_BEFORE, (size,)), True, _af(tab, A_ARM_XYZ, (n, 3)),
                      _af(tab, A_ARM_ROT, (n, 3, 3)), _af(tab, A_ARM_AXIS, (n, 3)), _v3(tab, A_ARM_EE_OFFSET),
@@ -293,8 +294,8 @@ def plant_read(tab, sc, joint_states, position, orientation, velocity, angular, 
                      _af(tab, A_ARM_ARENA, (int(tab[A_ARM_ARENA + N_ADDRESSES]),)))
     if sc[C_HAS_DEBRIS] == 0.0:
         return math.nan
-    return rk.debris_reading(_af(tab, A_DEBRIS, (rk.N_DEBRIS,)), d_position, d_orientation, d_velocity, d_angular,
-                             ee, True)
+    return rk.debris_reading(_af(tab, A_DEBRIS, (rk.N_DEBRIS,)), debris[0], debris[1], debris[2], debris[3], ee,
+                             True)
 
 
 @njit(cache=True)
@@ -387,11 +388,11 @@ def _law(tab, sc, t_s, out):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def post_plant(tab, sc, t_next, rowtab, slot, scene_bits):  # type: ignore[no-untyped-def]
+def post_plant(tab, sc, t_next, slot, scene_bits):  # type: ignore[no-untyped-def]
     """The tick after the plant and the capture monitor, at ``t_next``: the law
     (``law.force``), the framing (``HapticCommander.render``), the safety layer and what
     the hand sees (``HapticCommander.actuate``), the row (``ServoTick._record``).
-    ``rowtab``: the row's parts, in order, as address and length pairs. Returns the
+    ``A_ROWTAB``: the row's parts, in order, as address and length pairs. Returns the
     flag bits: the kernel's (device, mapping, slave, law) and ``scene_bits`` (the
     scene's). With ``slot >= 0`` the row and the bits also go where the recorder keeps
     row ``slot`` of its current chunks (``TrialRecorder.row_slot``: ``A_CHUNK``, the
@@ -434,6 +435,7 @@ def post_plant(tab, sc, t_next, rowtab, slot, scene_bits):  # type: ignore[no-un
         bits |= BIT_WATCHDOG if safety[hk.SF_WATCHDOG] != 0.0 else 0
     _af(tab, A_TNEXT, (1,))[0] = t_next
     row = _af(tab, A_ROW, (int(tab[A_ROW + N_ADDRESSES]),))
+    rowtab = _ai(tab, A_ROWTAB, (int(tab[A_ROWTAB + N_ADDRESSES]),))
     at = 0
     for p in range(rowtab.shape[0] // 2):
         size = int(rowtab[2 * p + 1])

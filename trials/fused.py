@@ -4,11 +4,13 @@ compiled calls around the plant (docs/architecture.md, "The fused tick").
 Per tick, when the trial's parts allow it (:func:`choose_path`):
 
     pre_plant  (compiled)  participant drive, device step, mapping, slave controller
-    plant      (Python)    arm.send, PyBullet step, arm read-out, debris read (the
-                           PyBullet world: arm and debris body)
+    plant      (Python + compiled)  arm.send, PyBullet step and queries (PyBullet's
+                           calls in Python), then one compiled call for the arm's and
+                           the debris' read-outs (their own kernels), then the debris'
+                           contact and thrust (Python, as staged)
     post_plant (Python + compiled)  capture monitor (Python, as staged), then the law
                            with its fixtures, framing, safety layer, the hand's view,
-                           the row (compiled); recorder.append_row
+                           the row, written into the recorder's chunk (compiled)
 
 Each stage keeps its protocol and its own implementation: the staged path (the
 reference) runs the stage objects, the fused path calls the same kernels those objects
@@ -67,11 +69,12 @@ FUSED_STAGE_CONTENTS = {
                  "command, hand force to task frame), slave controller (eq. 10, eq. 6, integration); the "
                  "automatic capture's commander in Python before it; a tick that must run Python (re-plan, "
                  "clutch, first tick, closing step) runs whole, stage by stage, here",
-    "plant": "the PyBullet world of arm and debris body: arm.send (joint-rate motors), stepSimulation, the "
-             "arm's read-out (joint and base state, end effector, base torque), the debris' read (pose, "
-             "velocities, the penalty contact near the fixture)",
+    "plant": "the PyBullet world of arm and debris body: arm.send (joint-rate motors), stepSimulation and "
+             "PyBullet's queries of arm and debris (Python), then one compiled call: the arm's read-out (joint "
+             "and base state, end effector, base torque) and the debris' (fixture pose and velocities, offset, "
+             "gap); the penalty contact near the fixture and a thrust (Python)",
     "post_plant": "the capture monitor (Python), then one compiled call: law and fixtures, framing, safety "
-                  "layer, what the simulated hand sees, the row and flags; recorder.append_row",
+                  "layer, what the simulated hand sees, the row and flags, written into the recorder's chunk",
 }
 
 if (fk.BIT_ENGAGED, fk.BIT_CLUTCH, fk.BIT_SATURATED, fk.BIT_FAULT, fk.BIT_WATCHDOG, fk.BIT_REPLAN,
@@ -370,6 +373,7 @@ class FusedTick:
             held.append(part)
         if sum(part.size for part in row_parts) != parts.recorder.row.size:
             raise ValueError("the row's parts do not fill the recorder's row")
+        put(fk.A_ROWTAB, rowtab, np.int64)
         self.rowtab = rowtab
         self._held = held
         self._slot_end = 0  # the chunk's entries were reset: point them again at the next row
@@ -572,12 +576,12 @@ class FusedTick:
             state = arm.advance_raw()
             debris = self._debris
             if debris is None:
-                fk.plant_read(self.tab, self.sc, *state, *state[1:])
+                fk.plant_read(self.tab, self.sc, state, state[1:])
                 m = tick._m
                 tick.scene.read(t_next, m.ee_position_m, m.ee_velocity_m_s)
                 return
             body = debris.query(t_next)
-            gap = fk.plant_read(self.tab, self.sc, *state, *body)
+            gap = fk.plant_read(self.tab, self.sc, state, body)
             debris.settle(body[0], gap, tick._m.ee_velocity_m_s)
             return
         arm.advance()
@@ -607,15 +611,15 @@ class FusedTick:
         scene_bits = BIT_CAPTURED if reading.attached else BIT_CONTACT if reading.in_contact else 0
         recorder = self._slots
         if recorder is None:
-            bits = fk.post_plant(self.tab, self.sc, tick._t_next_s, self.rowtab, -1, scene_bits)
+            bits = fk.post_plant(self.tab, self.sc, tick._t_next_s, -1, scene_bits)
             parts.recorder.flag_bits = bits
             parts.recorder.append_row()
         else:
             rows = recorder.rows
             if rows >= self._slot_end:  # a new chunk (or a new table): point the kernel at it
                 self._point_chunk(recorder)
-            recorder.flag_bits = fk.post_plant(self.tab, self.sc, tick._t_next_s, self.rowtab,
-                                               rows - self._slot_start, scene_bits)
+            recorder.flag_bits = fk.post_plant(self.tab, self.sc, tick._t_next_s, rows - self._slot_start,
+                                               scene_bits)
             recorder.commit_row()
         tick.k += 1
 
