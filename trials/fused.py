@@ -199,10 +199,13 @@ class FusedTick:
         self.sc = np.zeros(fk.N_SCALARS)
         self.tab = np.zeros(2 * fk.N_ADDRESSES, dtype=np.int64)
         self.rowtab = np.zeros(0, dtype=np.int64)
-        self._held: list[NDArray[np.float64] | NDArray[np.int64]] = []
+        # the array each entry of the table holds (None: not written yet)
+        self._held: list[NDArray[np.float64] | NDArray[np.int64] | None] = [None] * fk.N_ADDRESSES
+        self._row_parts: tuple[NDArray[np.float64], ...] | None = None  # those rowtab lists
         self.safety_state = np.zeros(hk.N_SAFETY_STATE)
         self.safety_config = np.zeros(hk.N_SAFETY_CONFIG)
         self._dummy = np.zeros(16)  # the table's entry for what a trial has not got
+        self._dummy_address = _address(self._dummy, np.float64)
         self._dummy_int = np.zeros(3, dtype=np.int64)
         self._plant_read = False  # the plant stage's read-outs in one compiled call (set with the table)
         # the trial recorder's chunks, written by post_plant: rows [start, end) are in the
@@ -224,19 +227,23 @@ class FusedTick:
 
     # ------------------------------------------------------------------ lift / lower
     def _table(self) -> None:
-        """Every array the kernels touch, by address (rebuilt at each lift: Python stage
-        code may have replaced one, e.g. the slave's model arrays on a capture)."""
+        """Every array the kernels touch, by address (gone over at each lift: Python stage
+        code may have replaced one, e.g. the slave's model arrays on a capture). An entry
+        is written only when its array is another object than the one it holds (each
+        address costs a microsecond or two to take, and a lift follows every tick that
+        ran staged); entries a trial has not got point at a dummy."""
         tick, parts = self.tick, self.parts
         tab = self.tab
-        held: list[NDArray[np.float64] | NDArray[np.int64]] = []
+        held = self._held
+        seen = [False] * fk.N_ADDRESSES
 
         def put(index: int, array: NDArray[np.float64] | NDArray[np.int64], dtype: type = np.float64) -> None:
-            tab[index] = _address(array, dtype)
-            tab[index + fk.N_ADDRESSES] = array.size
-            held.append(array)
+            seen[index] = True
+            if held[index] is not array:  # held keeps it alive: no other array can have its id
+                tab[index] = _address(array, dtype)
+                tab[index + fk.N_ADDRESSES] = array.size
+                held[index] = array
 
-        for index in range(fk.N_ADDRESSES):
-            put(index, self._dummy)
         commander = parts.commander
         if self.haptic:
             assert isinstance(commander, HapticCommander)
@@ -366,17 +373,23 @@ class FusedTick:
                 put(fk.A_JL_HI, law._upper_wall)
         put(fk.A_ROW, parts.recorder.row)
         row_parts = tick._row_parts
-        rowtab = np.zeros(2 * len(row_parts), dtype=np.int64)
-        for i, part in enumerate(row_parts):
-            rowtab[2 * i] = _address(part, np.float64)
-            rowtab[2 * i + 1] = part.size
-            held.append(part)
-        if sum(part.size for part in row_parts) != parts.recorder.row.size:
-            raise ValueError("the row's parts do not fill the recorder's row")
-        put(fk.A_ROWTAB, rowtab, np.int64)
-        self.rowtab = rowtab
-        self._held = held
-        self._slot_end = 0  # the chunk's entries were reset: point them again at the next row
+        if row_parts is not self._row_parts:  # ServoTick._share makes a new tuple of them
+            rowtab = np.zeros(2 * len(row_parts), dtype=np.int64)
+            for i, part in enumerate(row_parts):
+                rowtab[2 * i] = _address(part, np.float64)
+                rowtab[2 * i + 1] = part.size
+            if sum(part.size for part in row_parts) != parts.recorder.row.size:
+                raise ValueError("the row's parts do not fill the recorder's row")
+            self.rowtab = rowtab
+            self._row_parts = row_parts  # held: the parts stay alive while the table lists them
+        put(fk.A_ROWTAB, self.rowtab, np.int64)
+        dummy = self._dummy
+        for index in range(fk.N_ADDRESSES):
+            if not seen[index] and held[index] is not dummy:
+                tab[index] = self._dummy_address
+                tab[index + fk.N_ADDRESSES] = dummy.size
+                held[index] = dummy
+        self._slot_end = 0  # the recorder's chunk: point the kernel at it again at the next row
 
     def lift(self) -> bool:
         """Take the stages' Python state into the kernels' vectors; False when the next
