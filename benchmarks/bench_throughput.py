@@ -46,7 +46,10 @@ def measure_throughput(model: str, seconds: float) -> dict[str, object]:
     The process first runs a short trial of the same model (what a study worker does
     once: imports, loading the compiled kernels from numba's cache, the first PyBullet
     client); then one trial of ``seconds`` is timed whole: building it, ticking it and
-    writing its file. ``realtime_factor`` is that trial's; ``cold`` times the first
+    writing its file. ``realtime_factor`` is that trial's; ``cpu_realtime_factor`` the
+    same over the process's CPU seconds (the recorder's flusher thread included): on a
+    machine shared with other work, the figure the machine's own load does not set.
+    ``cold`` times the first
     trial of a fresh process, start-up included. The trial runs the tick as trials do
     (fused when its parts allow: ``fused``, ``tick_path``); ``reference`` is the same trial
     on the staged path, timed right after.
@@ -63,17 +66,19 @@ def measure_throughput(model: str, seconds: float) -> dict[str, object]:
         warm_up = build_trial(request(0.1), Path(out) / "warm-up")
         warm_up_sim_s = warm_up.run()["sim_s"]
         start_up_s = time.perf_counter() - started
-        begun = time.perf_counter()
+        begun, cpu_begun = time.perf_counter(), time.process_time()
         trial = build_trial(request(seconds), out)
         built = time.perf_counter()
         path = trial.tick.path
         summary = trial.run()
         wall = time.perf_counter() - begun
-        reference_begun = time.perf_counter()
+        cpu = time.process_time() - cpu_begun
+        reference_begun, reference_cpu_begun = time.perf_counter(), time.process_time()
         reference_trial = build_trial(request(seconds), Path(out) / "reference", staged=True)
         reference_built = time.perf_counter()
         reference_summary = reference_trial.run()
         reference_wall = time.perf_counter() - reference_begun
+        reference_cpu = time.process_time() - reference_cpu_begun
     build_s = built - begun
     reference_loop_s = reference_wall - (reference_built - reference_begun)
     return {
@@ -84,12 +89,15 @@ def measure_throughput(model: str, seconds: float) -> dict[str, object]:
         "build_seconds": build_s,
         "loop_realtime_factor": summary["sim_s"] / (wall - build_s),
         "tick_us_mean": 1e6 * (wall - build_s) / summary["ticks"],
+        "cpu_seconds": cpu,
+        "cpu_realtime_factor": summary["sim_s"] / cpu,
         "fused": path.fused,
         "tick_path": path.as_dict(),
         "reference": {
             "realtime_factor": reference_summary["sim_s"] / reference_wall,
             "loop_realtime_factor": reference_summary["sim_s"] / reference_loop_s,
             "tick_us_mean": 1e6 * reference_loop_s / reference_summary["ticks"],
+            "cpu_realtime_factor": reference_summary["sim_s"] / reference_cpu,
             "note": "the same trial on the staged path (every stage in Python), timed right after",
         },
         "cold": {

@@ -1964,3 +1964,88 @@ def _link_points_in(arena, top, q, base_pos, base_quat, joint_xyz, joint_rot, jo
             else:
                 p0, p1, p2 = re[0], re[1], re[2]
             out[i + 1, r] = base_pos[r] + rot0[r, 0] * p0 + rot0[r, 1] * p1 + rot0[r, 2] * p2
+
+
+@njit(cache=True, error_model="numpy")
+def plant_load(raw, before, joint_states, position, orientation, velocity, angular):
+    """The plant state buffer of :func:`plant_readout` from PyBullet's own tuples, after a
+    step: ``before`` takes what ``raw`` held (the state before the step, read just before
+    it), then ``raw`` takes q and qd (``joint_states[j][0]``, ``[1]``, as
+    ``getJointStates`` gives them), the base position [m], quaternion xyzw, velocity
+    [m/s] and angular velocity [rad/s], task frame. Copies only: the same floats as
+    ``PyBulletArm``'s list assignment."""
+    n = len(joint_states)
+    for i in range(raw.shape[0]):
+        before[i] = raw[i]
+    for j in range(n):
+        raw[j] = joint_states[j][0]
+        raw[n + j] = joint_states[j][1]
+    at = 2 * n
+    for i in range(3):
+        raw[at + i] = position[i]
+    for i in range(4):
+        raw[at + 3 + i] = orientation[i]
+    for i in range(3):
+        raw[at + 7 + i] = velocity[i]
+        raw[at + 10 + i] = angular[i]
+
+
+# Layout of a debris' read-out buffer (robot.pybullet_debris.PyBulletDebris, float64):
+# its centre of mass, velocity and angular velocity; the fixture's point, velocity and
+# acceleration (with a lever arm); the fixture centre minus the end effector and the
+# surface gap; then the constants: the lever arm in the body frame, whether there is
+# one, the contact radius, whether a thrust acts (see debris_reading).
+DB_CENTRE, DB_VELOCITY, DB_SPIN, DB_POINT, DB_POINT_V, DB_POINT_A, DB_OFFSET = 0, 3, 6, 9, 12, 15, 18
+DB_GAP, DB_LEVER, DB_HAS_LEVER, DB_RADIUS, DB_THRUST = 21, 22, 25, 26, 27
+N_DEBRIS = 28
+
+
+@njit(cache=True, error_model="numpy")
+def debris_reading(buf, position, orientation, velocity, angular, ee, with_gap):
+    """A debris' reading from its body's centre [m], attitude (quaternion xyzw), velocity
+    [m/s] and spin [rad/s] (task frame; tuples as PyBullet gives them), into ``buf``
+    (layout ``DB_*``): the fixture centre ``c + R(q) l``, its velocity ``v + ω × r`` and
+    its centripetal acceleration ``ω × (ω × r)`` with a lever arm ``l`` (else the
+    centre's own: the reading's arrays are then views of the centre's; a thrusted body's
+    acceleration is zeroed, its thrust adds to it); with ``with_gap``, the fixture centre
+    minus the end effector ``ee`` and the surface gap ``|offset| - contact radius``
+    [m], which it returns (else NaN). The floats of ``PyBulletDebris``' arithmetic as it
+    was in Python, operation for operation (no fused multiply-adds)."""
+    for i in range(3):
+        buf[DB_CENTRE + i] = position[i]
+        buf[DB_VELOCITY + i] = velocity[i]
+        buf[DB_SPIN + i] = angular[i]
+    point = DB_CENTRE
+    if buf[DB_HAS_LEVER] != 0.0:
+        x, y, z, q = orientation[0], orientation[1], orientation[2], orientation[3]
+        lx, ly, lz = buf[DB_LEVER], buf[DB_LEVER + 1], buf[DB_LEVER + 2]
+        # the lever in the task frame: R(q) l, then ω × r and ω × (ω × r)
+        rx = (1.0 - 2.0 * (y * y + z * z)) * lx + 2.0 * (x * y - z * q) * ly + 2.0 * (x * z + y * q) * lz
+        ry = 2.0 * (x * y + z * q) * lx + (1.0 - 2.0 * (x * x + z * z)) * ly + 2.0 * (y * z - x * q) * lz
+        rz = 2.0 * (x * z - y * q) * lx + 2.0 * (y * z + x * q) * ly + (1.0 - 2.0 * (x * x + y * y)) * lz
+        wx, wy, wz = angular[0], angular[1], angular[2]
+        ux, uy, uz = wy * rz - wz * ry, wz * rx - wx * rz, wx * ry - wy * rx
+        buf[DB_POINT] = position[0] + rx
+        buf[DB_POINT + 1] = position[1] + ry
+        buf[DB_POINT + 2] = position[2] + rz
+        buf[DB_POINT_V] = velocity[0] + ux
+        buf[DB_POINT_V + 1] = velocity[1] + uy
+        buf[DB_POINT_V + 2] = velocity[2] + uz
+        buf[DB_POINT_A] = wy * uz - wz * uy
+        buf[DB_POINT_A + 1] = wz * ux - wx * uz
+        buf[DB_POINT_A + 2] = wx * uy - wy * ux
+        point = DB_POINT
+    elif buf[DB_THRUST] != 0.0:
+        for i in range(3):
+            buf[DB_POINT_A + i] = 0.0
+    if not with_gap:
+        return math.nan
+    dx = buf[point] - ee[0]
+    dy = buf[point + 1] - ee[1]
+    dz = buf[point + 2] - ee[2]
+    buf[DB_OFFSET] = dx
+    buf[DB_OFFSET + 1] = dy
+    buf[DB_OFFSET + 2] = dz
+    gap = math.sqrt(dx * dx + dy * dy + dz * dz) - buf[DB_RADIUS]
+    buf[DB_GAP] = gap
+    return gap

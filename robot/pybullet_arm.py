@@ -17,7 +17,9 @@ Set-up (each a measured necessity with pybullet 3.2.7):
 
 Per servo tick the owner calls ``state()`` (through the controller), ``send()``,
 ``advance()`` and ``measure()``; PyBullet is queried once per tick (joint states, base pose,
-base velocity, after the step) and the result is cached for the next ``state()``.
+base velocity, after the step) and the result is cached for the next ``state()``. The
+fused tick calls ``advance_raw()`` instead of the last two and runs ``measure()``'s
+kernels on :attr:`PyBulletArm.readout_buffers` in its own compiled call.
 """
 
 from __future__ import annotations
@@ -163,6 +165,7 @@ class PyBulletArm:
             pb.disconnect(physicsClientId=self._client)
             raise
         self._joints = list(range(n))
+        self._shape = (n,)
         self._forces = [MOTOR_FORCE_LIMIT] * n
         self._t_s = 0.0
         # The plant state lives in one flat buffer (q, qd, base position, quaternion xyzw,
@@ -294,11 +297,15 @@ class PyBulletArm:
             ArmError: wrong length or a non-finite value anywhere in the command.
         """
         velocities = command.qd_rad_s.tolist()
-        if (len(velocities) != self._n or command.q_rad.shape != (self._n,)
-                or command.qdd_rad_s2.shape != (self._n,)):
+        q, qdd = command.q_rad, command.qdd_rad_s2
+        if len(velocities) != self._n or q.shape != self._shape or qdd.shape != self._shape:
             raise ArmError(f"joint command must have {self._n} joints, got {len(velocities)}")
-        if not (all(map(math.isfinite, velocities)) and all(map(math.isfinite, command.q_rad.tolist()))
-                and all(map(math.isfinite, command.qdd_rad_s2.tolist()))):
+        positions, accelerations = q.tolist(), qdd.tolist()
+        # a sum of finite floats is finite unless it overflows; only then, or with a
+        # non-finite value in it, does the exact test run (a cheap refusal on the tick)
+        total = sum(velocities) + sum(positions) + sum(accelerations)
+        if total - total != 0.0 and not (all(map(math.isfinite, velocities)) and all(map(math.isfinite, positions))
+                                         and all(map(math.isfinite, accelerations))):
             raise ArmError(f"joint command holds a non-finite value: {velocities}")
         self._pb.setJointMotorControlArray(self._body, self._joints, self._pb.VELOCITY_CONTROL,
                                            targetVelocities=velocities, forces=self._forces,
@@ -329,6 +336,35 @@ class PyBulletArm:
                            arrays.joint_axis, arrays.ee_offset, arrays.base_inertia, self.dt_s, out.ee_position_m,
                            out.ee_velocity_m_s, out.base_attitude_rad, out.base_torque_n_m, self._arena)
         return out
+
+    def advance_raw(self) -> tuple[tuple[tuple[float, ...], ...], tuple[float, ...], tuple[float, ...],
+                                   tuple[float, ...], tuple[float, ...]]:
+        """:meth:`advance`, then the plant's state after the step as PyBullet gives it
+        (joint states, base position [m], quaternion xyzw, velocity [m/s], angular
+        velocity [rad/s], task frame), for a compiled caller (the fused tick) that does
+        :meth:`measure`'s part itself: ``kern.plant_load`` of these into
+        :attr:`readout_buffers` (the state before the step into the second), then
+        ``kern.plant_readout`` on them into :meth:`measure`'s instance. The state counts
+        as read: the caller loads it before anything reads the arm again."""
+        if not self._fresh:
+            self._read()
+        pb, client, body = self._pb, self._client, self._body
+        pb.stepSimulation(physicsClientId=client)
+        self._t_s += self.dt_s
+        self._state.t_s = self._measurement.t_s = self._t_s
+        self._have_before = True
+        self._fresh = True
+        return (pb.getJointStates(body, self._joints, physicsClientId=client),
+                *pb.getBasePositionAndOrientation(body, physicsClientId=client),
+                *pb.getBaseVelocity(body, physicsClientId=client))
+
+    @property
+    def readout_buffers(self) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+        """The plant state after and before the last step (``kern.plant_readout``'s
+        ``state`` and ``before``) and the read-out's work arena: what a compiled caller
+        of :meth:`advance_raw` fills and reads (the state and the measurement are views
+        of the first)."""
+        return self._raw, self._before, self._arena
 
     def add_debris(self, spec: DebrisSpec, prediction: PathMotion) -> PyBulletDebris:
         """Put the debris into this arm's world (:class:`robot.debris.SimulatesDebris`);

@@ -1,7 +1,9 @@
 """The debris body in the arm's PyBullet world (see :mod:`robot.debris` for the model).
 
 Per servo tick :meth:`PyBulletDebris.read` costs two PyBullet queries (base pose and
-velocity of the debris); the contact (:class:`PenaltyContact`: ``getClosestPoints``
+velocity of the debris; one while it coasts, one of the tool link once the arm carries
+it) and one compiled call (:func:`robot._kernels.debris_reading`: the fixture's point,
+velocity and acceleration, the offset and the gap); the contact (:class:`PenaltyContact`: ``getClosestPoints``
 between the debris and the tool's link, and while they touch the two bodies' velocities
 and two ``applyExternalForce``) runs only while the tool is within
 :data:`CONTACT_QUERY_MARGIN_M` of the fixture, and a thrust (curved paths only) one
@@ -26,6 +28,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from capture_trainer.errors import PhysicsError
+from robot import _kernels as kern
 from robot.debris import (ContactModel, DebrisReading, DebrisSpec, PathMotion, Payload, PayloadRelease,
                           quaternion_matrix)
 
@@ -182,10 +185,17 @@ class PyBulletDebris:
         self.reading = DebrisReading()
         self._lever = np.asarray(spec.lever_arm_m, dtype=float)
         self._has_lever = bool(np.any(self._lever != 0.0))
-        self._lever_list = [float(v) for v in self._lever]
         self._t_s = 0.0
         self._touched = False
+        # the read-out buffer of robot._kernels.debris_reading (layout DB_*): the body's
+        # state, the fixture's, the offset and gap, and the constants the kernel needs;
+        # the reading's arrays are views of it
+        buf = self._buf = np.zeros(kern.N_DEBRIS)
+        buf[kern.DB_LEVER:kern.DB_LEVER + 3] = self._lever
+        buf[kern.DB_HAS_LEVER] = 1.0 if self._has_lever else 0.0
+        buf[kern.DB_RADIUS] = self.contact_radius_m
         self._thrust = spec.thrust
+        buf[kern.DB_THRUST] = 0.0 if self._thrust is None else 1.0
         self._thrust_acc = np.zeros(3)
         self._scratch = (np.zeros(3), np.zeros(3))
         self._constraint = -1
@@ -201,13 +211,19 @@ class PyBulletDebris:
         #: reading alone follows the tool, two PyBullet calls cheaper
         self.proxy_follows = False
         self._in_tool: tuple[tuple[float, ...], tuple[float, ...]] = ((0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0))
-        # centre [m], velocity [m/s], angular velocity [rad/s] of the body, refilled at once
-        self._state = np.zeros(9)
-        self._centre, self._velocity = self._state[0:3], self._state[3:6]
-        self.reading.angular_velocity_rad_s = self._state[6:9]
-        if not self._has_lever:
-            self.reading.point_m, self.reading.point_velocity_m_s = self._centre, self._velocity
-        self._point_list: tuple[float, ...] = (0.0, 0.0, 0.0)
+        # centre [m], velocity [m/s], angular velocity [rad/s] of the body
+        self._centre = buf[kern.DB_CENTRE:kern.DB_CENTRE + 3]
+        self._velocity = buf[kern.DB_VELOCITY:kern.DB_VELOCITY + 3]
+        r = self.reading
+        r.angular_velocity_rad_s = buf[kern.DB_SPIN:kern.DB_SPIN + 3]
+        if self._has_lever:
+            r.point_m = buf[kern.DB_POINT:kern.DB_POINT + 3]
+            r.point_velocity_m_s = buf[kern.DB_POINT_V:kern.DB_POINT_V + 3]
+        else:  # the fixture is the centre
+            r.point_m, r.point_velocity_m_s = self._centre, self._velocity
+        r.point_acceleration_m_s2 = buf[kern.DB_POINT_A:kern.DB_POINT_A + 3]
+        r.offset_m = buf[kern.DB_OFFSET:kern.DB_OFFSET + 3]
+        self._no_ee = np.zeros(3)  # the end effector of a read-out without the gap
         omega = np.asarray(spec.angular_velocity_rad_s, dtype=float)
         gyroscopic = np.cross(omega, np.asarray(spec.inertia_kg_m2, dtype=float) @ omega)
         #: Free flight with constant velocities (no thrust, no contact yet, spin about a
@@ -257,28 +273,50 @@ class PyBulletDebris:
     # ------------------------------------------------------------ per tick
     def read(self, t_s: float, ee_position_m: NDArray[np.float64], ee_velocity_m_s: NDArray[np.float64]) -> None:
         """Refill the reading after a plant step (plant time ``t_s`` [s]); queue the
-        thrust of the next step."""
-        r = self.reading
+        thrust of the next step. :meth:`query`, the read-out kernel, :meth:`settle`."""
+        position, orientation, velocity, angular = self.query(t_s)
+        gap = kern.debris_reading(self._buf, position, orientation, velocity, angular, ee_position_m, True)
+        self.settle(position, gap, ee_velocity_m_s)
+
+    def query(self, t_s: float) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
+        """The first part of :meth:`read`: the body's centre [m], attitude (quaternion
+        xyzw), velocity [m/s] and spin [rad/s] after the step (task frame), as PyBullet
+        gives them (the tool link's, once the arm carries the debris). The caller passes
+        them to :func:`robot._kernels.debris_reading` on :attr:`readout_buffer` with the
+        end effector, then to :meth:`settle` with the gap (the fused tick does the
+        kernel's part in its own compiled call)."""
         self._t_s = t_s
         if self._to_carry is not None:
             self._merge(self._to_carry)
-        position = self._follow_tool() if self.carried else self._read_body()
-        px, py, pz = self._point_list
-        ex, ey, ez = ee_position_m.tolist()
-        dx, dy, dz = px - ex, py - ey, pz - ez
-        r.offset_m[:] = (dx, dy, dz)
-        r.gap_m = math.sqrt(dx * dx + dy * dy + dz * dz) - self.contact_radius_m
-        if r.attached:
+        if self.carried:
+            return self._payload_pose(self.proxy_follows)
+        pb, client, body = self._pb, self._client, self._body
+        position, orientation = pb.getBasePositionAndOrientation(body, physicsClientId=client)
+        if self._coasting:  # nothing has acted on it: its velocities are the initial ones
+            return position, orientation, *self._initial_velocities
+        return position, orientation, *pb.getBaseVelocity(body, physicsClientId=client)
+
+    @property
+    def readout_buffer(self) -> NDArray[np.float64]:
+        """The buffer :func:`robot._kernels.debris_reading` fills (layout ``DB_*``); the
+        reading's arrays are views of it."""
+        return self._buf
+
+    def settle(self, centre: tuple[float, ...], gap_m: float, ee_velocity_m_s: NDArray[np.float64]) -> None:
+        """The last part of :meth:`read`, once the read-out kernel has filled the
+        reading: the contact (near the fixture) and the thrust of the next step."""
+        r = self.reading
+        r.gap_m = gap_m
+        if r.attached:  # its force stays zero: attach zeroed it, and only the contact writes it
             r.in_contact = True
-            r.force_on_debris_n[:] = 0.0
-        elif r.gap_m < CONTACT_QUERY_MARGIN_M:
+        elif gap_m < CONTACT_QUERY_MARGIN_M:
             self._coasting = False
             self._contact(ee_velocity_m_s)
         elif r.in_contact:
             r.in_contact = False
             r.force_on_debris_n[:] = 0.0
         if self._thrust is not None:
-            self._push(position)
+            self._push(centre)
 
     def _merge(self, payload: Payload) -> None:
         """Hand the payload to the carrier (the arm rebuilds itself with it); the
@@ -340,7 +378,15 @@ class PyBulletDebris:
 
     def _payload_motion(self, place: bool) -> tuple[float, ...]:
         """The debris' pose and velocities from the tool link that carries it (see
-        :meth:`_follow_tool`); the body is put there when ``place``. Returns the centre."""
+        :meth:`_follow_tool`) into the reading; the body is put there when ``place``.
+        Returns the centre."""
+        return self._fill(*self._payload_pose(place))
+
+    def _payload_pose(self, place: bool) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...],
+                                                  tuple[float, ...]]:
+        """Centre [m], attitude (xyzw), velocity [m/s] and spin [rad/s] of the debris the
+        tool link carries (rigidly, at the pose it had when the tool closed); the body
+        is put there when ``place``."""
         pb, client = self._pb, self._client
         link = pb.getLinkState(self._arm, self._tool_link, computeLinkVelocity=1, computeForwardKinematics=1,
                                physicsClientId=client)
@@ -354,7 +400,7 @@ class PyBulletDebris:
         if place:
             pb.resetBasePositionAndOrientation(self._body, position, orientation, physicsClientId=client)
             pb.resetBaseVelocity(self._body, velocity, angular, physicsClientId=client)
-        return self._fill(position, orientation, velocity, angular)
+        return position, orientation, velocity, angular
 
     def apply_payload_force(self, force_n: ArrayLike, point_m: ArrayLike) -> None:
         """A force [N] on the debris at ``point_m`` [m] (task frame) for the next step:
@@ -372,7 +418,6 @@ class PyBulletDebris:
     def _read_body(self) -> tuple[float, ...]:
         """The fixture centre's state from the body's; returns the centre of mass."""
         pb, client, body = self._pb, self._client, self._body
-        position: tuple[float, ...]
         position, orientation = pb.getBasePositionAndOrientation(body, physicsClientId=client)
         if self._coasting:  # nothing has acted on it: its velocities are the initial ones
             velocity, angular = self._initial_velocities
@@ -382,28 +427,10 @@ class PyBulletDebris:
 
     def _fill(self, position: tuple[float, ...], orientation: tuple[float, ...], velocity: tuple[float, ...],
               angular: tuple[float, ...]) -> tuple[float, ...]:
-        """The reading from the body's centre, attitude, velocity and spin (task frame);
-        returns the centre."""
-        r = self.reading
-        self._state[:] = position + velocity + angular  # centre, velocity, spin: one assignment
-        if self._has_lever:
-            x, y, z, q = orientation
-            lx, ly, lz = self._lever_list
-            # the lever in the task frame: R(q) l, then ω × r and ω × (ω × r), in floats
-            rx = (1 - 2 * (y * y + z * z)) * lx + 2 * (x * y - z * q) * ly + 2 * (x * z + y * q) * lz
-            ry = 2 * (x * y + z * q) * lx + (1 - 2 * (x * x + z * z)) * ly + 2 * (y * z - x * q) * lz
-            rz = 2 * (x * z - y * q) * lx + 2 * (y * z + x * q) * ly + (1 - 2 * (x * x + y * y)) * lz
-            wx, wy, wz = angular
-            ux, uy, uz = wy * rz - wz * ry, wz * rx - wx * rz, wx * ry - wy * rx
-            point = (position[0] + rx, position[1] + ry, position[2] + rz)
-            r.point_m[:] = point
-            r.point_velocity_m_s[:] = (velocity[0] + ux, velocity[1] + uy, velocity[2] + uz)
-            r.point_acceleration_m_s2[:] = (wy * uz - wz * uy, wz * ux - wx * uz, wx * uy - wy * ux)
-            self._point_list = point
-        else:  # the fixture is the centre: the reading's point arrays are views of _state
-            self._point_list = position
-            if self._thrust is not None:
-                r.point_acceleration_m_s2[:] = 0.0
+        """The reading from the body's centre, attitude, velocity and spin (task frame),
+        without the offset and gap (:func:`robot._kernels.debris_reading`); returns the
+        centre."""
+        kern.debris_reading(self._buf, position, orientation, velocity, angular, self._no_ee, False)
         return position
 
     def _contact(self, ee_velocity_m_s: NDArray[np.float64]) -> None:
@@ -421,6 +448,7 @@ class PyBulletDebris:
         """The thrust of a curved path for the next step, until the first contact."""
         if self._touched:
             self._thrust = None
+            self._buf[kern.DB_THRUST] = 0.0
             self.reading.point_acceleration_m_s2[:] = 0.0
             return
         pos, vel = self._scratch
@@ -461,6 +489,7 @@ class PyBulletDebris:
         frame = pb.getLinkState(self._arm, self._tool_link, physicsClientId=client)
         self._in_tool = pb.multiplyTransforms(*pb.invertTransform(frame[4], frame[5]), position, orientation)
         self._thrust = None
+        self._buf[kern.DB_THRUST] = 0.0
         self._coasting = False
         self._penalty.release()
         self.reading.attached = True

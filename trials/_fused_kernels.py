@@ -48,8 +48,10 @@ depends_on(__file__, gk, hk, rk)
  A_GOOD_QDD, A_SL_STATUS, A_SL_DIAG, A_JAC_PINV, A_SL_ARENA,
  A_EE, A_EE_V, A_TARGET_P, A_TARGET_V, A_TARGET_A, A_FORCE_ON_DEBRIS, A_CONTACT_POINT, A_SHOULDER,
  A_DG_GAINS, A_DG_E0, A_DG_DE0, A_DG_SINCE, A_WALL_LO, A_WALL_HI, A_WALL_BACK, A_JL_LO, A_JL_HI,
- A_ROW) = range(85)
-N_ADDRESSES = 85
+ A_ROW,
+ A_RAW, A_BEFORE, A_ARM_ARENA, A_ATTITUDE, A_TORQUE, A_ARM_XYZ, A_ARM_ROT, A_ARM_AXIS, A_ARM_EE_OFFSET,
+ A_ARM_BASE_INERTIA, A_DEBRIS, A_CHUNK, A_CHUNK_FLAGS, A_ROWTAB) = range(99)
+N_ADDRESSES = 99
 
 # ---------------------------------------------------------------- the scalar vector
 # constants (set when the tick is lifted)
@@ -66,8 +68,10 @@ L_OP_REACH_T, L_OP_REACH_X, L_OP_REACH_V = 37, 38, 41
 # the slave's base-rate bound (SlaveController.step's bookkeeping): ticks it engaged since
 # the lift, the first and the last of them [s]
 L_RATE_TICKS, L_RATE_FIRST, L_RATE_LAST = 44, 45, 46
+# the plant's read-out (plant_read): the arm's step [s]; the scene is a PyBullet debris (0/1)
+C_ARM_DT, C_HAS_DEBRIS = 47, 48
 # the law: up to MAX_TERMS terms of TERM_SIZE slots from LAW0: kind, scale, then its own
-LAW0, TERM_SIZE, MAX_TERMS = 48, 8, 6
+LAW0, TERM_SIZE, MAX_TERMS = 50, 8, 6
 N_SCALARS = LAW0 + TERM_SIZE * MAX_TERMS
 # term kinds
 T_NONE, T_DG, T_APF, T_WALLS, T_REACH, T_JOINTS, T_REACTION = range(7)
@@ -269,6 +273,32 @@ def pre_plant(tab, sc, t_s):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
+def plant_read(tab, sc, arm, debris):  # type: ignore[no-untyped-def]
+    """The plant's read-outs after the step, from PyBullet's tuples: the arm's
+    (``PyBulletArm.advance_raw``'s five: ``plant_load`` into its state buffers, then
+    ``plant_readout``, ``PyBulletArm.measure``'s kernel, into the measurement) and, with a
+    PyBullet debris (``sc[C_HAS_DEBRIS]``), the debris' (``PyBulletDebris.query``'s four:
+    ``debris_reading``, ``PyBulletDebris.read``'s kernel, with the end effector just
+    read; without one, any four tuples of those types). Returns the debris' surface gap
+    [m] (NaN without a debris). Two tuple arguments, not nine: each argument costs the
+    call its own dispatch."""
+    n = int(sc[C_N])
+    size = 2 * n + 13
+    raw = _af(tab, A_RAW, (size,))
+    rk.plant_load(raw, _af(tab, A_BEFORE, (size,)), arm[0], arm[1], arm[2], arm[3], arm[4])
+    ee = _v3(tab, A_EE)
+    rk.plant_readout(raw, _af(tab, A_BEFORE, (size,)), True, _af(tab, A_ARM_XYZ, (n, 3)),
+                     _af(tab, A_ARM_ROT, (n, 3, 3)), _af(tab, A_ARM_AXIS, (n, 3)), _v3(tab, A_ARM_EE_OFFSET),
+                     _af(tab, A_ARM_BASE_INERTIA, (3, 3)), sc[C_ARM_DT], ee, _v3(tab, A_EE_V),
+                     _v3(tab, A_ATTITUDE), _v3(tab, A_TORQUE),
+                     _af(tab, A_ARM_ARENA, (int(tab[A_ARM_ARENA + N_ADDRESSES]),)))
+    if sc[C_HAS_DEBRIS] == 0.0:
+        return math.nan
+    return rk.debris_reading(_af(tab, A_DEBRIS, (rk.N_DEBRIS,)), debris[0], debris[1], debris[2], debris[3], ee,
+                             True)
+
+
+@njit(cache=True)
 def _law(tab, sc, t_s, out):  # type: ignore[no-untyped-def]
     """The law's force at ``t_s`` into ``out`` (``Sum`` of the terms, each ``Scaled`` by
     its scale); True when a term re-planned. DG is ``DynamicGuidance.force``."""
@@ -358,12 +388,15 @@ def _law(tab, sc, t_s, out):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def post_plant(tab, sc, t_next, rowtab):  # type: ignore[no-untyped-def]
+def post_plant(tab, sc, t_next, slot, scene_bits):  # type: ignore[no-untyped-def]
     """The tick after the plant and the capture monitor, at ``t_next``: the law
     (``law.force``), the framing (``HapticCommander.render``), the safety layer and what
     the hand sees (``HapticCommander.actuate``), the row (``ServoTick._record``).
-    ``rowtab``: the row's parts, in order, as address and length pairs. Returns the
-    flag bits the kernel knows (device, mapping, slave, law; not the scene's)."""
+    ``A_ROWTAB``: the row's parts, in order, as address and length pairs. Returns the
+    flag bits: the kernel's (device, mapping, slave, law) and ``scene_bits`` (the
+    scene's). With ``slot >= 0`` the row and the bits also go where the recorder keeps
+    row ``slot`` of its current chunks (``TrialRecorder.row_slot``: ``A_CHUNK``, the
+    float chunk, columns x rows; ``A_CHUNK_FLAGS``, its flags), ``append_row``'s copy."""
     guide = _v3(tab, A_GUIDE)
     replanned = _law(tab, sc, t_next, guide)
     sc[L_REPLANNED] = 1.0 if replanned else 0.0
@@ -402,6 +435,7 @@ def post_plant(tab, sc, t_next, rowtab):  # type: ignore[no-untyped-def]
         bits |= BIT_WATCHDOG if safety[hk.SF_WATCHDOG] != 0.0 else 0
     _af(tab, A_TNEXT, (1,))[0] = t_next
     row = _af(tab, A_ROW, (int(tab[A_ROW + N_ADDRESSES]),))
+    rowtab = _ai(tab, A_ROWTAB, (int(tab[A_ROWTAB + N_ADDRESSES]),))
     at = 0
     for p in range(rowtab.shape[0] // 2):
         size = int(rowtab[2 * p + 1])
@@ -414,6 +448,13 @@ def post_plant(tab, sc, t_next, rowtab):  # type: ignore[no-untyped-def]
     bits |= BIT_REPLAN if replanned else 0
     bits |= BIT_SINGULAR if status[rk.S_SINGULAR] > 0.0 else 0
     bits |= BIT_LIMITED if status[rk.S_LIMITED] > 0.0 else 0
+    bits |= scene_bits
+    if slot >= 0:
+        columns = row.shape[0]
+        chunk = _af(tab, A_CHUNK, (columns, int(tab[A_CHUNK + N_ADDRESSES]) // columns))
+        for i in range(columns):
+            chunk[i, slot] = row[i]
+        _ai(tab, A_CHUNK_FLAGS, (int(tab[A_CHUNK_FLAGS + N_ADDRESSES]),))[slot] = bits  # uint64 memory, bits < 2**63
     return bits
 
 

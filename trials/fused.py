@@ -4,11 +4,13 @@ compiled calls around the plant (docs/architecture.md, "The fused tick").
 Per tick, when the trial's parts allow it (:func:`choose_path`):
 
     pre_plant  (compiled)  participant drive, device step, mapping, slave controller
-    plant      (Python)    arm.send, PyBullet step, arm read-out, debris read (the
-                           PyBullet world: arm and debris body)
+    plant      (Python + compiled)  arm.send, PyBullet step and queries (PyBullet's
+                           calls in Python), then one compiled call for the arm's and
+                           the debris' read-outs (their own kernels), then the debris'
+                           contact and thrust (Python, as staged)
     post_plant (Python + compiled)  capture monitor (Python, as staged), then the law
                            with its fixtures, framing, safety layer, the hand's view,
-                           the row (compiled); recorder.append_row
+                           the row, written into the recorder's chunk (compiled)
 
 Each stage keeps its protocol and its own implementation: the staged path (the
 reference) runs the stage objects, the fused path calls the same kernels those objects
@@ -46,8 +48,10 @@ from haptics.operators import HumanOperator
 from haptics.simulated import SimulatedDevice
 from robot import _kernels as rk
 from robot.pybullet_arm import PyBulletArm
+from robot.pybullet_debris import PyBulletDebris
 from robot.slave import SlaveController
 from trials import _fused_kernels as fk
+from trials.recorder import TrialRecorder
 from trials.commanders import (BIT_CAPTURED, BIT_CLUTCH, BIT_CONTACT, BIT_ENGAGED, BIT_FAULT, BIT_LIMITED,
                                BIT_REPLAN, BIT_SATURATED, BIT_SINGULAR, BIT_WATCHDOG, ControllerCommander,
                                HapticCommander)
@@ -65,11 +69,12 @@ FUSED_STAGE_CONTENTS = {
                  "command, hand force to task frame), slave controller (eq. 10, eq. 6, integration); the "
                  "automatic capture's commander in Python before it; a tick that must run Python (re-plan, "
                  "clutch, first tick, closing step) runs whole, stage by stage, here",
-    "plant": "the PyBullet world of arm and debris body: arm.send (joint-rate motors), stepSimulation, the "
-             "arm's read-out (joint and base state, end effector, base torque), the debris' read (pose, "
-             "velocities, the penalty contact near the fixture)",
+    "plant": "the PyBullet world of arm and debris body: arm.send (joint-rate motors), stepSimulation and "
+             "PyBullet's queries of arm and debris (Python), then one compiled call: the arm's read-out (joint "
+             "and base state, end effector, base torque) and the debris' (fixture pose and velocities, offset, "
+             "gap); the penalty contact near the fixture and a thrust (Python)",
     "post_plant": "the capture monitor (Python), then one compiled call: law and fixtures, framing, safety "
-                  "layer, what the simulated hand sees, the row and flags; recorder.append_row",
+                  "layer, what the simulated hand sees, the row and flags, written into the recorder's chunk",
 }
 
 if (fk.BIT_ENGAGED, fk.BIT_CLUTCH, fk.BIT_SATURATED, fk.BIT_FAULT, fk.BIT_WATCHDOG, fk.BIT_REPLAN,
@@ -169,7 +174,7 @@ def choose_path(parts: TrialParts) -> TickPath:
     return TickPath(True, f"fused: {who}")
 
 
-def _address(array: NDArray[np.float64] | NDArray[np.int64], dtype: type) -> int:
+def _address(array: NDArray[np.float64] | NDArray[np.int64] | NDArray[np.uint64], dtype: type) -> int:
     if array.dtype != dtype or not array.flags.c_contiguous:
         raise TypeError(f"the fused tick needs C-contiguous {dtype.__name__} arrays, got {array.dtype} "
                         f"{array.shape}")
@@ -194,11 +199,22 @@ class FusedTick:
         self.sc = np.zeros(fk.N_SCALARS)
         self.tab = np.zeros(2 * fk.N_ADDRESSES, dtype=np.int64)
         self.rowtab = np.zeros(0, dtype=np.int64)
-        self._held: list[NDArray[np.float64] | NDArray[np.int64]] = []
+        # the array each entry of the table holds (None: not written yet)
+        self._held: list[NDArray[np.float64] | NDArray[np.int64] | None] = [None] * fk.N_ADDRESSES
+        self._row_parts: tuple[NDArray[np.float64], ...] | None = None  # those rowtab lists
         self.safety_state = np.zeros(hk.N_SAFETY_STATE)
         self.safety_config = np.zeros(hk.N_SAFETY_CONFIG)
         self._dummy = np.zeros(16)  # the table's entry for what a trial has not got
+        self._dummy_address = _address(self._dummy, np.float64)
         self._dummy_int = np.zeros(3, dtype=np.int64)
+        self._plant_read = False  # the plant stage's read-outs in one compiled call (set with the table)
+        # the trial recorder's chunks, written by post_plant: rows [start, end) are in the
+        # chunks the table points at (end 0: point it first)
+        self._slots = parts.recorder if type(parts.recorder) is TrialRecorder else None
+        self._chunk: tuple[NDArray[np.float64], NDArray[np.uint64]] | None = None
+        self._slot_start = 0
+        self._slot_end = 0
+        self._debris: PyBulletDebris | None = None
         self.lifted = False
         self._restage = False  # the next tick runs staged (the tool has just closed)
         self.ran_python = False  # this tick ran its stages in Python (an event)
@@ -211,19 +227,23 @@ class FusedTick:
 
     # ------------------------------------------------------------------ lift / lower
     def _table(self) -> None:
-        """Every array the kernels touch, by address (rebuilt at each lift: Python stage
-        code may have replaced one, e.g. the slave's model arrays on a capture)."""
+        """Every array the kernels touch, by address (gone over at each lift: Python stage
+        code may have replaced one, e.g. the slave's model arrays on a capture). An entry
+        is written only when its array is another object than the one it holds (each
+        address costs a microsecond or two to take, and a lift follows every tick that
+        ran staged); entries a trial has not got point at a dummy."""
         tick, parts = self.tick, self.parts
         tab = self.tab
-        held: list[NDArray[np.float64] | NDArray[np.int64]] = []
+        held = self._held
+        seen = [False] * fk.N_ADDRESSES
 
         def put(index: int, array: NDArray[np.float64] | NDArray[np.int64], dtype: type = np.float64) -> None:
-            tab[index] = _address(array, dtype)
-            tab[index + fk.N_ADDRESSES] = array.size
-            held.append(array)
+            seen[index] = True
+            if held[index] is not array:  # held keeps it alive: no other array can have its id
+                tab[index] = _address(array, dtype)
+                tab[index + fk.N_ADDRESSES] = array.size
+                held[index] = array
 
-        for index in range(fk.N_ADDRESSES):
-            put(index, self._dummy)
         commander = parts.commander
         if self.haptic:
             assert isinstance(commander, HapticCommander)
@@ -317,6 +337,26 @@ class FusedTick:
         put(fk.A_FORCE_ON_DEBRIS, reading.force_on_debris_n)
         put(fk.A_CONTACT_POINT, reading.contact_point_m)
         put(fk.A_SHOULDER, tick.guidance_state.arm_base_position_m)
+        # the plant's read-outs (plant_read): the arm's buffers, model and measurement, the debris'
+        raw, before, arena = arm.readout_buffers
+        put(fk.A_RAW, raw)
+        put(fk.A_BEFORE, before)
+        put(fk.A_ARM_ARENA, arena)
+        put(fk.A_ATTITUDE, m.base_attitude_rad)
+        put(fk.A_TORQUE, m.base_torque_n_m)
+        arm_arrays = arm.model.arrays
+        put(fk.A_ARM_XYZ, arm_arrays.joint_xyz)
+        put(fk.A_ARM_ROT, arm_arrays.joint_rot)
+        put(fk.A_ARM_AXIS, arm_arrays.joint_axis)
+        put(fk.A_ARM_EE_OFFSET, arm_arrays.ee_offset)
+        put(fk.A_ARM_BASE_INERTIA, arm_arrays.base_inertia)
+        # the compiled read-out writes the measurement the tick shares, and the debris'
+        # buffer when the scene is the PyBullet debris; otherwise the plant stage runs
+        # the arm's and the scene's own read-outs
+        self._plant_read = m is arm._measurement and raw.size == 2 * arm.n_joints + 13
+        self._debris = tick.scene if type(tick.scene) is PyBulletDebris else None
+        if self._debris is not None:
+            put(fk.A_DEBRIS, self._debris.readout_buffer)
         for term in self.terms:
             law = term.law
             if isinstance(law, DynamicGuidance):
@@ -333,15 +373,23 @@ class FusedTick:
                 put(fk.A_JL_HI, law._upper_wall)
         put(fk.A_ROW, parts.recorder.row)
         row_parts = tick._row_parts
-        rowtab = np.zeros(2 * len(row_parts), dtype=np.int64)
-        for i, part in enumerate(row_parts):
-            rowtab[2 * i] = _address(part, np.float64)
-            rowtab[2 * i + 1] = part.size
-            held.append(part)
-        if sum(part.size for part in row_parts) != parts.recorder.row.size:
-            raise ValueError("the row's parts do not fill the recorder's row")
-        self.rowtab = rowtab
-        self._held = held
+        if row_parts is not self._row_parts:  # ServoTick._share makes a new tuple of them
+            rowtab = np.zeros(2 * len(row_parts), dtype=np.int64)
+            for i, part in enumerate(row_parts):
+                rowtab[2 * i] = _address(part, np.float64)
+                rowtab[2 * i + 1] = part.size
+            if sum(part.size for part in row_parts) != parts.recorder.row.size:
+                raise ValueError("the row's parts do not fill the recorder's row")
+            self.rowtab = rowtab
+            self._row_parts = row_parts  # held: the parts stay alive while the table lists them
+        put(fk.A_ROWTAB, self.rowtab, np.int64)
+        dummy = self._dummy
+        for index in range(fk.N_ADDRESSES):
+            if not seen[index] and held[index] is not dummy:
+                tab[index] = self._dummy_address
+                tab[index + fk.N_ADDRESSES] = dummy.size
+                held[index] = dummy
+        self._slot_end = 0  # the recorder's chunk: point the kernel at it again at the next row
 
     def lift(self) -> bool:
         """Take the stages' Python state into the kernels' vectors; False when the next
@@ -356,6 +404,7 @@ class FusedTick:
         sc[fk.C_N] = parts.arm.n_joints
         sc[fk.C_BASE_MASS] = slave._a.base_mass
         sc[fk.L_ATTACHED] = 1.0 if tick._reading.attached else 0.0
+        sc[fk.C_ARM_DT] = parts.arm.dt_s
         commander = parts.commander
         if self.haptic:
             assert isinstance(commander, HapticCommander)
@@ -428,6 +477,7 @@ class FusedTick:
                 sc[base + 3] = law.margin
                 sc[base + 4] = law.threshold
         self._table()
+        sc[fk.C_HAS_DEBRIS] = 0.0 if self._debris is None else 1.0
         self.lifted = True
         return True
 
@@ -525,21 +575,40 @@ class FusedTick:
 
     def plant(self) -> None:
         """The PyBullet world: the joint command out, one step, the arm's and the debris'
-        read-outs (the plant stage of the fused tick)."""
+        read-outs (the plant stage of the fused tick). PyBullet's calls in Python, the
+        read-outs' arithmetic in one compiled call (:func:`trials._fused_kernels.plant_read`:
+        the arm's and the debris' own kernels)."""
         if self.ran_python:
             return
         tick, parts = self.tick, self.parts
-        parts.arm.send(parts.slave.last_command)
-        parts.arm.advance()
-        m = parts.arm.measure()
+        arm = parts.arm
+        arm.send(parts.slave.last_command)
+        t_next = tick._t_next_s = tick._t + tick.dt_s
+        if self._plant_read:
+            assert isinstance(arm, PyBulletArm)  # choose_path: the in-process plant
+            state = arm.advance_raw()
+            debris = self._debris
+            if debris is None:
+                fk.plant_read(self.tab, self.sc, state, state[1:])
+                m = tick._m
+                tick.scene.read(t_next, m.ee_position_m, m.ee_velocity_m_s)
+                return
+            body = debris.query(t_next)
+            gap = fk.plant_read(self.tab, self.sc, state, body)
+            debris.settle(body[0], gap, tick._m.ee_velocity_m_s)
+            return
+        arm.advance()
+        m = arm.measure()
         if m is not tick._m:  # a new measurement instance: Python must re-point everything
             self.lower()
             tick._share(m)
-        t_next = tick._t_next_s = tick._t + tick.dt_s
         tick.scene.read(t_next, m.ee_position_m, m.ee_velocity_m_s)
 
     def post(self) -> None:
-        """The capture monitor (Python), then law, framing, safety, hand, row (compiled)."""
+        """The capture monitor (Python), then law, framing, safety, hand, row (compiled);
+        the row goes straight into the recorder's chunk when the recorder is the trial
+        recorder (:meth:`trials.recorder.TrialRecorder.row_slot`), else through
+        ``append_row``."""
         if self.ran_python:
             return
         tick, parts = self.tick, self.parts
@@ -551,9 +620,31 @@ class FusedTick:
         tick._capture()
         if tick.payload is not payload:
             self._restage = True  # the closing step runs staged
-        bits = fk.post_plant(self.tab, self.sc, tick._t_next_s, self.rowtab)
         reading = tick._reading
-        recorder = parts.recorder
-        recorder.flag_bits = bits | (BIT_CAPTURED if reading.attached else BIT_CONTACT if reading.in_contact else 0)
-        recorder.append_row()
+        scene_bits = BIT_CAPTURED if reading.attached else BIT_CONTACT if reading.in_contact else 0
+        recorder = self._slots
+        if recorder is None:
+            bits = fk.post_plant(self.tab, self.sc, tick._t_next_s, -1, scene_bits)
+            parts.recorder.flag_bits = bits
+            parts.recorder.append_row()
+        else:
+            rows = recorder.rows
+            if rows >= self._slot_end:  # a new chunk (or a new table): point the kernel at it
+                self._point_chunk(recorder)
+            recorder.flag_bits = fk.post_plant(self.tab, self.sc, tick._t_next_s, rows - self._slot_start,
+                                               scene_bits)
+            recorder.commit_row()
         tick.k += 1
+
+    def _point_chunk(self, recorder: TrialRecorder) -> None:
+        """The table's entries for the recorder's current chunks (row_slot)."""
+        floats, flags, offset = recorder.row_slot()
+        self.tab[fk.A_CHUNK] = _address(floats, np.float64)
+        self.tab[fk.A_CHUNK + fk.N_ADDRESSES] = floats.size
+        self.tab[fk.A_CHUNK_FLAGS] = _address(flags, np.uint64)
+        self.tab[fk.A_CHUNK_FLAGS + fk.N_ADDRESSES] = flags.size
+        if floats.shape != (recorder.row.size, flags.size):
+            raise ValueError(f"the recorder's chunk is {floats.shape}, not ({recorder.row.size}, {flags.size})")
+        self._chunk = (floats, flags)  # held while the table points at them
+        self._slot_start = recorder.rows - offset
+        self._slot_end = self._slot_start + flags.size

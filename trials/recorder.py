@@ -163,6 +163,25 @@ class TrialRecorder:
             self._wake_at_row = _NEVER
             self._wake.set()
 
+    def row_slot(self) -> tuple[NDArray[np.float64], NDArray[np.uint64], int]:
+        """Where :meth:`append_row` would put the next row: its float chunk (columns x
+        :data:`CHUNK_ROWS`, column-major rows), its flag chunk and the row's index in
+        them (allocating the chunk, rarely, as :meth:`append_row` does). For a compiled
+        writer (the fused tick) that copies the row and the flags there itself and then
+        calls :meth:`commit_row`; the chunk changes every :data:`CHUNK_ROWS` rows."""
+        chunk, offset = divmod(self.rows, CHUNK_ROWS)
+        if chunk >= len(self._floats):  # the flusher fell behind: allocate here, rarely
+            self._grow()
+        return self._floats[chunk], self._flags[chunk], offset
+
+    def commit_row(self) -> None:
+        """Count the row a compiled writer put at :meth:`row_slot` (:meth:`append_row`
+        without its copy)."""
+        self.rows += 1
+        if self.rows >= self._wake_at_row:
+            self._wake_at_row = _NEVER
+            self._wake.set()
+
     def recorded_row(self, index: int) -> NDArray[np.float64]:
         """A copy of float row ``index`` as recorded (off the tick: summaries, tests)."""
         if not 0 <= index < self.rows:

@@ -68,6 +68,10 @@ def test_throughput_json_with_a_study() -> None:
     assert out["wall_seconds"] > out["build_seconds"] > 0.0
     assert out["realtime_factor"] == pytest.approx(out["sim_seconds"] / out["wall_seconds"])
     assert out["loop_realtime_factor"] > out["realtime_factor"]
+    # the process's CPU seconds: some, and no more than its cores could give in the wall time
+    assert 0.0 < out["cpu_seconds"] <= out["wall_seconds"] * (os.cpu_count() or 1)
+    assert out["cpu_realtime_factor"] == pytest.approx(out["sim_seconds"] / out["cpu_seconds"])
+    assert out["reference"]["cpu_realtime_factor"] > 0.0
     assert out["cold"]["start_up_seconds"] > 0.0
     assert out["fused"] is True and out["tick_path"]["fused"] is True
     assert out["reference"]["loop_realtime_factor"] > out["reference"]["realtime_factor"] > 0.0

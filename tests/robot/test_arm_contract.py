@@ -4,6 +4,7 @@ without any change to this file; what a real-arm bridge must also pass."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -160,3 +161,59 @@ def test_building_the_plant_prints_nothing_on_stdout(capfd) -> None:
     arm.close()
     out, _ = capfd.readouterr()
     assert out == ""
+
+
+@pytest.mark.parametrize("field", ["q_rad", "qd_rad_s", "qdd_rad_s2"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_pybullet_refuses_a_non_finite_value_in_any_part_of_the_command(field, bad):
+    """The sum test is only the fast path: a non-finite value anywhere is refused."""
+    with PyBulletArm(MODELS["planar-3r"]) as arm:
+        n = arm.n_joints
+        parts = {"q_rad": np.zeros(n), "qd_rad_s": np.zeros(n), "qdd_rad_s2": np.zeros(n)}
+        parts[field][n - 1] = bad
+        with pytest.raises(ArmError, match="non-finite"):
+            arm.send(JointCommand(0.0, parts["q_rad"], parts["qd_rad_s"], parts["qdd_rad_s2"]))
+
+
+def test_pybullet_accepts_a_finite_command_whose_sum_overflows():
+    """Finite rates whose sum is inf take the exact test, which lets them through."""
+    with PyBulletArm(MODELS["planar-3r"]) as arm:
+        n = arm.n_joints
+        huge = np.full(n, 1e308)
+        assert math.isinf(float(sum(huge.tolist())))
+        arm.send(JointCommand(0.0, huge, np.full(n, 0.25), -huge))
+        assert arm._targets == [0.25] * n
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_pybullet_raw_read_out_is_measure(model):
+    """advance_raw + the compiled load and read-out (the fused tick's plant stage) leave
+    the arm as advance + measure does: the same state, measurement and base torque."""
+    from robot import _kernels as kern
+
+    arms = [PyBulletArm(MODELS[model]), PyBulletArm(MODELS[model])]
+    try:
+        n = arms[0].n_joints
+        rates = np.linspace(0.4, -0.3, n)
+        for k in range(40):
+            command = JointCommand(0.0, np.zeros(n), rates * math.cos(0.1 * k), np.zeros(n))
+            for arm in arms:
+                arm.send(command)
+            arms[0].advance()
+            reference = arms[0].measure()
+            raw, before, arena = arms[1].readout_buffers
+            kern.plant_load(raw, before, *arms[1].advance_raw())
+            m = arms[1]._measurement
+            arrays = arms[1].model.arrays
+            kern.plant_readout(raw, before, True, arrays.joint_xyz, arrays.joint_rot, arrays.joint_axis,
+                               arrays.ee_offset, arrays.base_inertia, arms[1].dt_s, m.ee_position_m,
+                               m.ee_velocity_m_s, m.base_attitude_rad, m.base_torque_n_m, arena)
+            assert arms[1].measure() is m  # the same instance, read already
+            for name in ("ee_position_m", "ee_velocity_m_s", "base_torque_n_m", "base_attitude_rad",
+                         "base_angular_velocity_rad_s", "q_rad", "qd_rad_s"):
+                assert np.array_equal(getattr(m, name), getattr(reference, name)), name
+            assert m.t_s == reference.t_s and arms[1].state().t_s == arms[0].state().t_s
+        assert np.abs(reference.base_torque_n_m).max() > 1e-3  # the arm did push on its base
+    finally:
+        for arm in arms:
+            arm.close()

@@ -110,6 +110,26 @@ def test_fused_tick_writes_the_staged_log(tmp_path: Path, scenario: str, conditi
         assert np.array_equal(table.column(name).to_numpy(), table_ref.column(name).to_numpy(), equal_nan=True), name
 
 
+def test_the_proximity_scene_reads_the_arm_in_the_compiled_call_too(tmp_path: Path) -> None:
+    """Without a debris body (``contact="proximity"``) the fused plant stage still reads
+    the arm in its compiled call, and the scene in Python: the same log as staged."""
+    request = TrialRequest(scenario="paper-2019", condition="dg", seed=3, time_limit_s=1.5, end_on_capture=False,
+                           contact="proximity")
+    rows_ref, flags_ref, summary_ref, _ = _run(request, tmp_path / "staged", staged=True)
+    rows, flags, summary, trial = _run(request, tmp_path / "fused", staged=False)
+    fused = trial.tick.fused  # type: ignore[attr-defined]
+    assert fused._debris is None and fused._plant_read  # the path under test
+    assert rows.shape == rows_ref.shape and np.array_equal(rows, rows_ref, equal_nan=True)
+    assert np.array_equal(flags, flags_ref)
+    columns = trial_log.float_columns(trial.tick.parts.arm.n_joints)  # type: ignore[attr-defined]
+    ee = [columns.index(name) for name in trial_log.EE_POSITION]
+    assert np.ptp(rows[:, ee], axis=0).max() > 0.01  # the arm moved [m]
+    table, _ = trial_log.read_trial_log(summary["path"])
+    table_ref, _ = trial_log.read_trial_log(summary_ref["path"])
+    for name in table.column_names:
+        assert np.array_equal(table.column(name).to_numpy(), table_ref.column(name).to_numpy(), equal_nan=True), name
+
+
 def test_the_capture_and_the_closing_step_agree(tmp_path: Path) -> None:
     """The automatic capture closes the tool within the trial: the capture tick (Python
     monitor inside the fused tick) and the closing step (staged) give the same log."""

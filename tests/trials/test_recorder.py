@@ -92,3 +92,25 @@ def test_sigkill_loses_at_most_the_last_second(tmp_path: Path) -> None:
     assert times[-1] >= 3.0 - 1.0
     np.testing.assert_array_equal(times, np.arange(len(times)) * 1e-3)
     assert not (tmp_path / ".killed.parquet.tmp").exists() or table.num_rows > 0
+
+
+def test_a_writer_at_the_row_slot_records_what_it_wrote(tmp_path: Path) -> None:
+    """row_slot + commit_row (the fused tick's compiled writer): across chunks and past
+    the expected length, the file holds the rows and flags written into the slots."""
+    path = tmp_path / "slots.parquet"
+    recorder = TrialRecorder(path, ("t_s", "a_m"), ("fault", "b"), {}, expected_rows=1500)
+    for k in range(2500):
+        floats, flags, i = recorder.row_slot()
+        assert floats.shape[0] == 2 and flags.shape == (floats.shape[1],) and 0 <= i < flags.size
+        floats[0, i] = k * 1e-3
+        floats[1, i] = np.cos(k)
+        flags[i] = (1 if k % 7 == 0 else 0) | (2 if k % 3 == 0 else 0)
+        recorder.commit_row()
+    assert recorder.rows == 2500
+    recorder.close()
+    table, meta = read_trial_log(path)
+    assert table.num_rows == 2500 and meta["rows"] == 2500
+    np.testing.assert_array_equal(table["t_s"].to_numpy(), np.arange(2500) * 1e-3)
+    np.testing.assert_array_equal(table["a_m"].to_numpy(), np.cos(np.arange(2500)))
+    np.testing.assert_array_equal(table["fault"].to_numpy(), np.arange(2500) % 7 == 0)
+    np.testing.assert_array_equal(table["b"].to_numpy(), np.arange(2500) % 3 == 0)
