@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 CT := $(VENV)/bin/capture-trainer
 OUT ?= runs/demo
 
-.PHONY: setup test demo bench clean
+.PHONY: setup warm test demo bench clean
 
 setup: $(VENV)/.installed
 
@@ -15,14 +15,19 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@
 
-test: setup
+# numba compiles the kernels into its cache here (about 90 s on a fresh clone, seconds
+# after), not in the first trial: a paced trial on a device must never stall compiling
+warm: setup
+	$(CT) warm-up
+
+test: warm
 	$(PY) -m mypy
 	$(PY) -m pytest
 
-demo: setup
+demo: warm
 	$(CT) demo --out $(OUT)
 
-bench: setup
+bench: warm
 	for model in planar-3r spatial-7dof; do \
 		$(CT) bench servo --model $$model --json; \
 		$(CT) bench throughput --model $$model --json; \

@@ -106,6 +106,16 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     tasks.add_argument("name", nargs="?", help="show this task (built-in name or .toml path) as JSON")
     tasks.set_defaults(handler=_tasks)
 
+    warm = subparsers.add_parser(
+        "warm-up",
+        help="compile the kernels into numba's cache now (make setup runs it), not in a first trial",
+        description="Run short headless trials of both arm models, every condition, the staged "
+        "path, a capture and the delay compensators, so that numba compiles and caches every hot "
+        "kernel now rather than in the first trial (where a paced trial on a device would stall). "
+        "Seconds once cached.",
+    )
+    warm.set_defaults(handler=_warm_up)
+
     demo = subparsers.add_parser(
         "demo",
         help="the main job: the paper-2019 study headless, then its report",
@@ -115,6 +125,18 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                       help=f"parallel worker processes, 1 to {arguments.MAX_WORKERS}")
     demo.add_argument("--force", action="store_true", help="replace trials of a different plan in --out")
     demo.set_defaults(handler=_demo)
+
+
+def _warm_up(args: argparse.Namespace) -> int:
+    from trials.warm_up import warm_up_kernels
+
+    def progress(index: int, count: int, label: str) -> None:
+        print(f"[{index:2d}/{count}] {label}", file=sys.stderr, flush=True)
+
+    result = warm_up_kernels(progress)
+    print(f"warm-up: {result['trials']} short trials in {result['wall_s']:.1f} s; the kernels are cached",
+          file=sys.stderr)
+    return 0
 
 
 def _run(args: argparse.Namespace) -> int:
