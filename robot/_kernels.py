@@ -931,6 +931,17 @@ def _lse_factor(arena, top, cache, jac, mmat, task_rows, reaction_rows, free, so
 
 
 @njit(cache=True, error_model="numpy")
+def _reaction_residual(mf, nvec, qdd, r, out):
+    """``out[:r] = M qdd + n``: the reaction rows' residual [N m] (``mf``: M over the free
+    joints, ``nvec``: the rows' right-hand side)."""
+    for a in range(r):
+        acc = nvec[a]
+        for j in range(mf.shape[1]):
+            acc += mf[a, j] * qdd[j]
+        out[a] = acc
+
+
+@njit(cache=True, error_model="numpy")
 def _lse_apply(arena, top, cache, at, m, r, rhs, nvec, z, free, qdd, diag):
     """One damped eq. 6 solve over the free joints from the factors in the slot at
     ``cache[at:]`` (:func:`_lse_factor`) for ``m`` task and ``r`` reaction rows; writes qdd
@@ -989,11 +1000,7 @@ def _lse_apply(arena, top, cache, at, m, r, rhs, nvec, z, free, qdd, diag):
         # see _lse_factor): qdd -= M+ (M qdd + n); its leak λ²/σ² in a direction of
         # singular value σ becomes its square
         y1, top = _zeros(arena, top, (3,))
-        for a in range(r):
-            acc = nvec[a]
-            for j in range(n):
-                acc += mf[a, j] * qdd[j]
-            y1[a] = acc
+        _reaction_residual(mf, nvec, qdd, r, y1)
         for i in range(n):
             acc = 0.0
             for a in range(r):
@@ -1011,11 +1018,7 @@ def _lse_apply(arena, top, cache, at, m, r, rhs, nvec, z, free, qdd, diag):
         return
     # y = M qdd0 + n ;  qdd -= A^T H y
     y, top = _zeros(arena, top, (3,))
-    for a in range(r):
-        acc = nvec[a]
-        for j in range(n):
-            acc += mf[a, j] * qdd[j]
-        y[a] = acc
+    _reaction_residual(mf, nvec, qdd, r, y)
     hy, top = _zeros(arena, top, (3,))
     for a in range(r):
         hy[a] = h[a, 0] * y[0] + h[a, 1] * y[1] + h[a, 2] * y[2]

@@ -103,7 +103,12 @@ def test_study_json() -> None:
 
 def test_device_loop_json() -> None:
     out = _bench("device-loop", "--seconds", "0.3")
-    assert out["ticks"] == 300
+    # a stall of the machine past the 4 ms force watchdog ends the run early: then the
+    # JSON says so (a measurement of this machine, not a broken bench)
+    if out["fault"] is None:
+        assert out["ticks"] == 300
+    else:
+        assert "watchdog" in out["fault"] and 0 < out["ticks"] < 300
     _ordered_percentiles(out["period_ms"], middle="p50")
     assert 0.0 < out["period_ms"]["mean"] <= out["period_ms"]["max"]
     assert isinstance(out["overruns"], int) and 0 <= out["overruns"] < out["ticks"]
