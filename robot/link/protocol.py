@@ -52,7 +52,7 @@ SERVER_TYPES = frozenset({"welcome", "refused", "state", "reject", "pong", "repo
 #: server sends there; everything else goes over ZeroMQ (``robot.link.stream``).
 STREAM_CLIENT_TYPES = frozenset({"command", "ping"})
 STREAM_SERVER_TYPES = frozenset({"state", "reject", "pong"})
-#: Length of a stream key in hex characters (32 bytes, the HMAC-SHA256 key of the
+#: Length of a stream key in hex characters (32 bytes, the keyed-BLAKE2b key of the
 #: datagrams; a server without CURVE keys sends an empty key: no tag).
 STREAM_KEY_HEX = 64
 

@@ -14,8 +14,8 @@ checked by the same validator). Both sides bind their UDP sockets to the loopbac
 address, the server accepts datagrams only from the port the client named over the
 session's ZeroMQ connection, and the client's socket is connected to the server's port
 (the kernel drops anything else). When the server has CURVE keys, each datagram also
-starts with a tag: the first :data:`TAG_BYTES` bytes of HMAC-SHA256 of the message under
-the session's stream key, 32 random bytes the server draws for each session and hands
+starts with a tag: keyed BLAKE2b of the message (RFC 7693's MAC mode, a :data:`TAG_BYTES`
+byte digest) under the session's stream key, 32 random bytes the server draws for each session and hands
 to the client in ``stream_open`` over the CURVE-encrypted connection; so only the
 session's client can make a datagram the server accepts, and the other way round.
 Without keys there is no tag (the key is empty): any local user may open a session on
@@ -27,11 +27,19 @@ socket, and a client asks for the stream only when its server's address is loopb
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import socket
 
-#: Bytes of the HMAC-SHA256 tag in front of each datagram (128 bits).
+#: Bytes of the keyed-BLAKE2b tag in front of each datagram (128 bits). BLAKE2b's keyed
+#: mode is a MAC by design (RFC 7693), and at 10 µs right after a sleep on the 2-vCPU VM
+#: it costs half of HMAC-SHA256's 26 µs; a round trip makes four.
 TAG_BYTES = 16
+
+
+def _tag(key: bytes, message: bytes) -> bytes:
+    """The datagram tag of ``message`` under ``key``: keyed BLAKE2b, :data:`TAG_BYTES` bytes."""
+    return hashlib.blake2b(message, key=key, digest_size=TAG_BYTES).digest()
 #: Bytes read per datagram: more than the largest message, so an oversized one is seen as such.
 RECV_BYTES = 65536
 
@@ -41,7 +49,7 @@ def seal(key: bytes, message: bytes) -> bytes:
     message alone for an empty key)."""
     if not key:
         return message
-    return hmac.digest(key, message, "sha256")[:TAG_BYTES] + message
+    return _tag(key, message) + message
 
 
 def unseal(key: bytes, datagram: bytes) -> bytes | None:
@@ -52,7 +60,7 @@ def unseal(key: bytes, datagram: bytes) -> bytes | None:
     if len(datagram) <= TAG_BYTES:
         return None
     message = datagram[TAG_BYTES:]
-    if not hmac.compare_digest(hmac.digest(key, message, "sha256")[:TAG_BYTES], datagram[:TAG_BYTES]):
+    if not hmac.compare_digest(_tag(key, message), datagram[:TAG_BYTES]):
         return None
     return message
 

@@ -188,11 +188,14 @@ def test_the_stream_messages_round_trip_and_are_checked():
         decode(encode("bye", 7, 2, 5, {}), N, STREAM_CLIENT_TYPES)
 
 
-def test_a_datagram_tag_is_hmac_sha256_and_any_change_breaks_it():
+def test_a_datagram_tag_is_keyed_blake2b_and_any_change_breaks_it():
     key = bytes(range(32))
     message = encode("command", 7, 9, 123, command_body())
     datagram = seal(key, message)
-    assert datagram[:TAG_BYTES] == hmac.new(key, message, hashlib.sha256).digest()[:16]  # RFC 2104, by hashlib
+    # RFC 7693's keyed mode with a 16-byte digest (hashlib's BLAKE2b), then the message
+    assert TAG_BYTES == 16 and datagram == hashlib.blake2b(message, key=key, digest_size=16).digest() + message
+    # another MAC of the same key is not accepted (the old HMAC-SHA256 tag, for one)
+    assert unseal(key, hmac.new(key, message, hashlib.sha256).digest()[:16] + message) is None
     assert unseal(key, datagram) == message
     for i in range(len(datagram)):
         forged = bytearray(datagram)

@@ -1,7 +1,7 @@
 """The datagram stream of the arm link (loopback UDP for the per-tick messages).
 
 An independent client (a raw ZeroMQ DEALER, raw UDP sockets and hand-built msgpack and
-HMAC, not the project's client) opens a session and the stream, then sends forged,
+BLAKE2b, not the project's client) opens a session and the stream, then sends forged,
 replayed, stale, truncated, oversized, mistagged, wrong-source and dropped datagrams:
 none may move the arm, the server's counters must equal the corpus' counts by kind, and
 the plant must be bit-identical to an in-process plant driven by the legitimate commands
@@ -48,8 +48,8 @@ def pack(kind: str, session: int, seq: int, body: dict[str, Any], t_ns: int | No
 
 
 def tag(key: bytes, message: bytes) -> bytes:
-    """The datagram of ``message``: HMAC-SHA256's first 16 bytes first (none without a key)."""
-    return (hmac.new(key, message, hashlib.sha256).digest()[:16] if key else b"") + message
+    """The datagram of ``message``: its keyed BLAKE2b-128 tag first (none without a key)."""
+    return (hashlib.blake2b(message, key=key, digest_size=16).digest() if key else b"") + message
 
 
 class Control:
@@ -141,7 +141,7 @@ class StreamSession:
         datagram = recv_datagram(self.udp)
         assert datagram is not None, "no datagram from the server"
         if self.key:
-            assert hmac.compare_digest(datagram[:16], hmac.new(self.key, datagram[16:], hashlib.sha256).digest()[:16])
+            assert hmac.compare_digest(datagram[:16], hashlib.blake2b(datagram[16:], key=self.key, digest_size=16).digest())
             datagram = datagram[16:]
         return msgpack.unpackb(datagram)
 
