@@ -290,6 +290,10 @@ class PyBulletDebris:
             self._merge(self._to_carry)
         if self.carried:
             return self._payload_pose(self.proxy_follows)
+        return self._body_pose()
+
+    def _body_pose(self) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
+        """The free body's centre [m], attitude (xyzw), velocity [m/s] and spin [rad/s]."""
         pb, client, body = self._pb, self._client, self._body
         position, orientation = pb.getBasePositionAndOrientation(body, physicsClientId=client)
         if self._coasting:  # nothing has acted on it: its velocities are the initial ones
@@ -333,12 +337,6 @@ class PyBulletDebris:
         self.carried = True
         self._coasting = False
 
-    def _follow_tool(self) -> tuple[float, ...]:
-        """The debris' pose and velocities from the tool link that carries it (rigidly, at
-        the pose it had when the tool closed); the proxy body is put there when
-        :attr:`proxy_follows`. Returns the centre of mass."""
-        return self._payload_motion(self.proxy_follows)
-
     def release(self, t_s: float) -> PayloadRelease:
         """Open the tool (the inverse of :meth:`attach`): the debris body is put where
         the tool holds it, with the tool link's rigid motion at its centre of mass
@@ -377,8 +375,8 @@ class PyBulletDebris:
         return self.released
 
     def _payload_motion(self, place: bool) -> tuple[float, ...]:
-        """The debris' pose and velocities from the tool link that carries it (see
-        :meth:`_follow_tool`) into the reading; the body is put there when ``place``.
+        """The debris' pose and velocities from the tool link that carries it
+        (:meth:`_payload_pose`) into the reading; the body is put there when ``place``.
         Returns the centre."""
         return self._fill(*self._payload_pose(place))
 
@@ -416,14 +414,8 @@ class PyBulletDebris:
                                         physicsClientId=self._client)
 
     def _read_body(self) -> tuple[float, ...]:
-        """The fixture centre's state from the body's; returns the centre of mass."""
-        pb, client, body = self._pb, self._client, self._body
-        position, orientation = pb.getBasePositionAndOrientation(body, physicsClientId=client)
-        if self._coasting:  # nothing has acted on it: its velocities are the initial ones
-            velocity, angular = self._initial_velocities
-        else:
-            velocity, angular = pb.getBaseVelocity(body, physicsClientId=client)
-        return self._fill(position, orientation, velocity, angular)
+        """The free body's state into the reading; returns the centre of mass."""
+        return self._fill(*self._body_pose())
 
     def _fill(self, position: tuple[float, ...], orientation: tuple[float, ...], velocity: tuple[float, ...],
               angular: tuple[float, ...]) -> tuple[float, ...]:

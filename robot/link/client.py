@@ -172,15 +172,25 @@ class LinkClient:
         data = unseal(self._udp_key, datagram)
         if data is None:
             raise ArmError("arm server sent a datagram without the session key's tag")
+        msg = self._checked(data, STREAM_SERVER_TYPES, self._udp_seq, "datagram")
+        self._udp_seq = msg["seq"]
+        return msg
+
+    def _checked(self, data: bytes, types: frozenset[str], last_seq: int, channel: str) -> dict[str, Any]:
+        """A server message of one of ``types``, of this session (or session-less), newer
+        than ``last_seq`` on its ``channel`` (each channel is in order).
+
+        Raises:
+            ArmError: it breaks the schema, belongs to another session, or is not newer.
+        """
         try:
-            msg = decode(data, self.n_joints, STREAM_SERVER_TYPES)
+            msg = decode(data, self.n_joints, types)
         except MessageError as error:
             raise ArmError(f"arm server sent a malformed message: {error}") from None
-        if msg["session"] not in (0, self.session):
+        if msg["session"] not in (0, self.session) and not (msg["type"] == "welcome" and self.session == 0):
             raise ArmError(f"arm server sent a message of session {msg['session']:x}, ours is {self.session:x}")
-        if msg["seq"] <= self._udp_seq:
-            raise ArmError(f"arm server datagram seq {msg['seq']} is not newer than {self._udp_seq}")
-        self._udp_seq = msg["seq"]
+        if msg["seq"] <= last_seq:
+            raise ArmError(f"arm server {channel} seq {msg['seq']} is not newer than {last_seq}")
         return msg
 
     def recv_control(self, deadline: float) -> dict[str, Any] | None:
@@ -205,14 +215,7 @@ class LinkClient:
             except zmq.Again:
                 if time.perf_counter() >= deadline:
                     return None
-        try:
-            msg = decode(data, self.n_joints, SERVER_TYPES)
-        except MessageError as error:
-            raise ArmError(f"arm server sent a malformed message: {error}") from None
-        if msg["session"] not in (0, self.session) and not (msg["type"] == "welcome" and self.session == 0):
-            raise ArmError(f"arm server sent a message of session {msg['session']:x}, ours is {self.session:x}")
-        if msg["seq"] <= self._server_seq:
-            raise ArmError(f"arm server message seq {msg['seq']} is not newer than {self._server_seq}")
+        msg = self._checked(data, SERVER_TYPES, self._server_seq, "message")
         self._server_seq = msg["seq"]
         return msg
 
