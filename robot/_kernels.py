@@ -2000,7 +2000,10 @@ def plant_load(raw, before, joint_states, position, orientation, velocity, angul
 # one, the contact radius, whether a thrust acts (see debris_reading).
 DB_CENTRE, DB_VELOCITY, DB_SPIN, DB_POINT, DB_POINT_V, DB_POINT_A, DB_OFFSET = 0, 3, 6, 9, 12, 15, 18
 DB_GAP, DB_LEVER, DB_HAS_LEVER, DB_RADIUS, DB_THRUST = 21, 22, 25, 26, 27
-N_DEBRIS = 28
+# once the arm carries it (carried_reading): the body's pose in the tool link's frame,
+# position [m] and quaternion xyzw
+DB_IN_TOOL = 28
+N_DEBRIS = 35
 
 
 @njit(cache=True, error_model="numpy")
@@ -2052,3 +2055,97 @@ def debris_reading(buf, position, orientation, velocity, angular, ee, with_gap):
     gap = math.sqrt(dx * dx + dy * dy + dz * dz) - buf[DB_RADIUS]
     buf[DB_GAP] = gap
     return gap
+
+
+@njit(cache=True, error_model="numpy")
+def matrix_to_quat(rot, out):
+    """Unit quaternion (x, y, z, w) of a rotation matrix (Shepperd's method: the largest
+    of the four diagonal combinations under the square root, so no cancellation)."""
+    trace = rot[0, 0] + rot[1, 1] + rot[2, 2]
+    if trace >= rot[0, 0] and trace >= rot[1, 1] and trace >= rot[2, 2]:
+        s = 2.0 * math.sqrt(1.0 + trace)
+        out[3] = 0.25 * s
+        out[0] = (rot[2, 1] - rot[1, 2]) / s
+        out[1] = (rot[0, 2] - rot[2, 0]) / s
+        out[2] = (rot[1, 0] - rot[0, 1]) / s
+    elif rot[0, 0] >= rot[1, 1] and rot[0, 0] >= rot[2, 2]:
+        s = 2.0 * math.sqrt(1.0 + rot[0, 0] - rot[1, 1] - rot[2, 2])
+        out[3] = (rot[2, 1] - rot[1, 2]) / s
+        out[0] = 0.25 * s
+        out[1] = (rot[0, 1] + rot[1, 0]) / s
+        out[2] = (rot[0, 2] + rot[2, 0]) / s
+    elif rot[1, 1] >= rot[2, 2]:
+        s = 2.0 * math.sqrt(1.0 + rot[1, 1] - rot[0, 0] - rot[2, 2])
+        out[3] = (rot[0, 2] - rot[2, 0]) / s
+        out[0] = (rot[0, 1] + rot[1, 0]) / s
+        out[1] = 0.25 * s
+        out[2] = (rot[1, 2] + rot[2, 1]) / s
+    else:
+        s = 2.0 * math.sqrt(1.0 + rot[2, 2] - rot[0, 0] - rot[1, 1])
+        out[3] = (rot[1, 0] - rot[0, 1]) / s
+        out[0] = (rot[0, 2] + rot[2, 0]) / s
+        out[1] = (rot[1, 2] + rot[2, 1]) / s
+        out[2] = 0.25 * s
+
+
+@njit(cache=True, error_model="numpy")
+def carried_reading(buf, state, joint_xyz, joint_rot, joint_axis, ee_offset, ee, with_gap, arena):
+    """:func:`debris_reading` of a debris the arm carries (merged into its last link),
+    from the arm's measured state (``state``, :func:`plant_readout`'s layout) instead of
+    PyBullet's link query: the body sits at ``buf[DB_IN_TOOL:]`` (position [m],
+    quaternion xyzw) in the last link's frame, so, task frame, with the base at
+    ``r0, R0`` and the last joint's frame at ``o_n, R_n`` (base frame, forward
+    kinematics at q):
+
+    ``c = r0 + R0 r``, ``r = o_n + R_n t``; ``R = R0 R_n R_t``;
+    ``v = v0 + w0 x (R0 r) + R0 sum_j (a_j x (r - o_j)) qd_j`` (the end effector's
+    velocity, :func:`_ee_state_of`, at the body's centre); ``w = w0 + R0 sum_j a_j qd_j``.
+
+    The same rigid motion PyBullet's ``getLinkState`` gives (it agrees to round-off),
+    without its call. Scratch from ``arena``. Returns the gap as
+    :func:`debris_reading` does."""
+    n = (state.shape[0] - 13) // 2
+    qd = state[n:2 * n]
+    base_pos = state[2 * n:2 * n + 3]
+    base_quat = state[2 * n + 3:2 * n + 7]
+    base_v = state[2 * n + 7:2 * n + 10]
+    base_w = state[2 * n + 10:2 * n + 13]
+    arena = _view(arena, 0, arena.shape)  # type: ignore[call-arg]  # untracked (caller holds it)
+    top = 0
+    origins, top = _empty(arena, top, (n, 3))
+    axes, top = _empty(arena, top, (n, 3))
+    rots, top = _empty(arena, top, (n, 3, 3))
+    tip, top = _empty(arena, top, (3,))
+    _forward_kinematics_in(arena, top, state[:n], joint_xyz, joint_rot, joint_axis, ee_offset, origins, axes, rots,
+                           tip)
+    rot0, top = _empty(arena, top, (3, 3))
+    quat_to_matrix(base_quat[0], base_quat[1], base_quat[2], base_quat[3], rot0)
+    rot_t, top = _empty(arena, top, (3, 3))
+    at = DB_IN_TOOL
+    quat_to_matrix(buf[at + 3], buf[at + 4], buf[at + 5], buf[at + 6], rot_t)
+    last = n - 1
+    r, top = _empty(arena, top, (3,))
+    for i in range(3):
+        r[i] = (origins[last, i] + rots[last, i, 0] * buf[at] + rots[last, i, 1] * buf[at + 1]
+                + rots[last, i, 2] * buf[at + 2])
+    centre, top = _empty(arena, top, (3,))
+    velocity, top = _empty(arena, top, (3,))
+    _ee_state_of(arena, top, origins, axes, r, qd, base_pos, rot0, base_v, base_w, centre, velocity)
+    spin_b, top = _zeros(arena, top, (3,))
+    for j in range(n):
+        for i in range(3):
+            spin_b[i] += axes[j, i] * qd[j]
+    spin, top = _empty(arena, top, (3,))
+    for i in range(3):
+        spin[i] = base_w[i] + rot0[i, 0] * spin_b[0] + rot0[i, 1] * spin_b[1] + rot0[i, 2] * spin_b[2]
+    link, top = _empty(arena, top, (3, 3))
+    rot, top = _empty(arena, top, (3, 3))
+    for i in range(3):
+        for k in range(3):
+            link[i, k] = rot0[i, 0] * rots[last, 0, k] + rot0[i, 1] * rots[last, 1, k] + rot0[i, 2] * rots[last, 2, k]
+    for i in range(3):
+        for k in range(3):
+            rot[i, k] = link[i, 0] * rot_t[0, k] + link[i, 1] * rot_t[1, k] + link[i, 2] * rot_t[2, k]
+    quat, top = _empty(arena, top, (4,))
+    matrix_to_quat(rot, quat)
+    return debris_reading(buf, centre, quat, velocity, spin, ee, with_gap)

@@ -366,13 +366,23 @@ class PyBulletArm:
         of the first)."""
         return self._raw, self._before, self._arena
 
+    def read_carried(self, buf: NDArray[np.float64], ee_position_m: NDArray[np.float64], with_gap: bool) -> float:
+        """The reading of the debris this arm carries, into its read-out buffer ``buf``,
+        from the plant state after the last step (:func:`robot._kernels.carried_reading`);
+        returns the gap to ``ee_position_m`` [m] (NaN without ``with_gap``)."""
+        if not self._fresh:
+            self._read()
+        arrays = self._arrays
+        return float(kern.carried_reading(buf, self._raw, arrays.joint_xyz, arrays.joint_rot, arrays.joint_axis,
+                                          arrays.ee_offset, ee_position_m, with_gap, self._arena))
+
     def add_debris(self, spec: DebrisSpec, prediction: PathMotion) -> PyBulletDebris:
         """Put the debris into this arm's world (:class:`robot.debris.SimulatesDebris`);
         the returned scene is read once per tick after :meth:`advance`."""
         self.debris = PyBulletDebris(self._pb, self._client, self._body, self._n - 1,
                                      self.model.capture_tool.tip_radius_m, self.model.links[-1].com_m, spec,
                                      prediction, tool_mass_kg=tool_effective_mass_kg(self.model, self.state().q_rad),
-                                     carrier=self.carry, shedder=self.shed)
+                                     carrier=self.carry, shedder=self.shed, carried_reader=self.read_carried)
         self.debris.proxy_follows = self._gui  # the GUI draws the world's bodies
         return self.debris
 

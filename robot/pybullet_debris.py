@@ -172,7 +172,9 @@ class PyBulletDebris:
     def __init__(self, pb: ModuleType, client: int, arm_body: int, tool_link: int, tool_tip_radius_m: float,
                  tool_link_com_m: ArrayLike, spec: DebrisSpec, prediction: PathMotion,
                  tool_mass_kg: float = math.inf, carrier: Callable[[Payload, int], int] | None = None,
-                 shedder: Callable[[int], tuple[int, tuple[float, float]]] | None = None) -> None:
+                 shedder: Callable[[int], tuple[int, tuple[float, float]]] | None = None,
+                 carried_reader: Callable[[NDArray[np.float64], NDArray[np.float64], bool], float] | None = None
+                 ) -> None:
         if not (spec.mass_kg > 0.0 and math.isfinite(spec.mass_kg)):
             raise PhysicsError(f"debris mass must be a positive number of kg, got {spec.mass_kg}")
         self._pb, self._client, self._arm, self._tool_link = pb, client, arm_body, tool_link
@@ -201,6 +203,7 @@ class PyBulletDebris:
         self._constraint = -1
         self._carrier = carrier
         self._shedder = shedder
+        self._carried_reader = carried_reader
         self._correction = (math.nan, math.nan)
         #: the tool's last opening (None: it never opened)
         self.released: PayloadRelease | None = None
@@ -274,21 +277,43 @@ class PyBulletDebris:
     def read(self, t_s: float, ee_position_m: NDArray[np.float64], ee_velocity_m_s: NDArray[np.float64]) -> None:
         """Refill the reading after a plant step (plant time ``t_s`` [s]); queue the
         thrust of the next step. :meth:`query`, the read-out kernel, :meth:`settle`."""
-        position, orientation, velocity, angular = self.query(t_s)
+        body = self.query(t_s)
+        if body is None:  # carried: the arm's read-out has the motion
+            gap = self.read_carried(ee_position_m)
+            self.settle(self._centre, gap, ee_velocity_m_s)
+            return
+        position, orientation, velocity, angular = body
         gap = kern.debris_reading(self._buf, position, orientation, velocity, angular, ee_position_m, True)
         self.settle(position, gap, ee_velocity_m_s)
 
-    def query(self, t_s: float) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
+    def read_carried(self, ee_position_m: NDArray[np.float64]) -> float:
+        """The reading of a carried debris from the arm's own read-out
+        (:func:`robot._kernels.carried_reading` on the arm's state after the step);
+        returns the gap. Only when :meth:`query` returned None."""
+        assert self._carried_reader is not None
+        return self._carried_reader(self._buf, ee_position_m, True)
+
+    def query(self, t_s: float) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...],
+                                         tuple[float, ...]] | None:
         """The first part of :meth:`read`: the body's centre [m], attitude (quaternion
         xyzw), velocity [m/s] and spin [rad/s] after the step (task frame), as PyBullet
         gives them (the tool link's, once the arm carries the debris). The caller passes
         them to :func:`robot._kernels.debris_reading` on :attr:`readout_buffer` with the
         end effector, then to :meth:`settle` with the gap (the fused tick does the
-        kernel's part in its own compiled call)."""
+        kernel's part in its own compiled call).
+
+        None once the arm carries the debris and can read its motion itself (a carrier
+        with a ``carried_reader`` and no proxy to keep in place; not on the tick of the
+        merge): the caller then fills the reading with :meth:`read_carried` (or
+        :func:`robot._kernels.carried_reading` on the arm's read-out buffers), two
+        PyBullet calls cheaper."""
         self._t_s = t_s
         if self._to_carry is not None:
             self._merge(self._to_carry)
+            return self._payload_pose(self.proxy_follows)
         if self.carried:
+            if self._carried_reader is not None and not self.proxy_follows:
+                return None
             return self._payload_pose(self.proxy_follows)
         return self._body_pose()
 
@@ -306,7 +331,13 @@ class PyBulletDebris:
         reading's arrays are views of it."""
         return self._buf
 
-    def settle(self, centre: tuple[float, ...], gap_m: float, ee_velocity_m_s: NDArray[np.float64]) -> None:
+    @property
+    def centre_m(self) -> NDArray[np.float64]:
+        """The body's centre of mass [m] as last read (a view of :attr:`readout_buffer`)."""
+        return self._centre
+
+    def settle(self, centre: tuple[float, ...] | NDArray[np.float64], gap_m: float,
+               ee_velocity_m_s: NDArray[np.float64]) -> None:
         """The last part of :meth:`read`, once the read-out kernel has filled the
         reading: the contact (near the fixture) and the thrust of the next step."""
         r = self.reading
@@ -436,7 +467,7 @@ class PyBulletDebris:
         if touching:
             self._touched = True
 
-    def _push(self, centre: tuple[float, ...]) -> None:
+    def _push(self, centre: tuple[float, ...] | NDArray[np.float64]) -> None:
         """The thrust of a curved path for the next step, until the first contact."""
         if self._touched:
             self._thrust = None
@@ -480,6 +511,7 @@ class PyBulletDebris:
         pb.changeConstraint(self._constraint, maxForce=TOOL_CONSTRAINT_FORCE_N, physicsClientId=client)
         frame = pb.getLinkState(self._arm, self._tool_link, physicsClientId=client)
         self._in_tool = pb.multiplyTransforms(*pb.invertTransform(frame[4], frame[5]), position, orientation)
+        self._buf[kern.DB_IN_TOOL:kern.DB_IN_TOOL + 7] = self._in_tool[0] + self._in_tool[1]
         self._thrust = None
         self._buf[kern.DB_THRUST] = 0.0
         self._coasting = False

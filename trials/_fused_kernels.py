@@ -70,6 +70,8 @@ L_OP_REACH_T, L_OP_REACH_X, L_OP_REACH_V = 37, 38, 41
 L_RATE_TICKS, L_RATE_FIRST, L_RATE_LAST = 44, 45, 46
 # the plant's read-out (plant_read): the arm's step [s]; the scene is a PyBullet debris (0/1)
 C_ARM_DT, C_HAS_DEBRIS = 47, 48
+# the arm carries the debris: its reading from the arm's read-out (rk.carried_reading), 0/1
+C_CARRIED = 49
 # the law: up to MAX_TERMS terms of TERM_SIZE slots from LAW0: kind, scale, then its own
 LAW0, TERM_SIZE, MAX_TERMS = 50, 8, 6
 N_SCALARS = LAW0 + TERM_SIZE * MAX_TERMS
@@ -279,7 +281,9 @@ def plant_read(tab, sc, arm, debris):  # type: ignore[no-untyped-def]
     ``plant_readout``, ``PyBulletArm.measure``'s kernel, into the measurement) and, with a
     PyBullet debris (``sc[C_HAS_DEBRIS]``), the debris' (``PyBulletDebris.query``'s four:
     ``debris_reading``, ``PyBulletDebris.read``'s kernel, with the end effector just
-    read; without one, any four tuples of those types). Returns the debris' surface gap
+    read; without one, or once the arm carries it (``sc[C_CARRIED]``:
+    ``carried_reading`` off the arm's state just loaded), any four tuples of those
+    types). Returns the debris' surface gap
     [m] (NaN without a debris). Two tuple arguments, not nine: each argument costs the
     call its own dispatch."""
     n = int(sc[C_N])
@@ -294,6 +298,11 @@ def plant_read(tab, sc, arm, debris):  # type: ignore[no-untyped-def]
                      _af(tab, A_ARM_ARENA, (int(tab[A_ARM_ARENA + N_ADDRESSES]),)))
     if sc[C_HAS_DEBRIS] == 0.0:
         return math.nan
+    if sc[C_CARRIED] != 0.0:
+        return rk.carried_reading(_af(tab, A_DEBRIS, (rk.N_DEBRIS,)), raw, _af(tab, A_ARM_XYZ, (n, 3)),
+                                  _af(tab, A_ARM_ROT, (n, 3, 3)), _af(tab, A_ARM_AXIS, (n, 3)),
+                                  _v3(tab, A_ARM_EE_OFFSET), ee, True,
+                                  _af(tab, A_ARM_ARENA, (int(tab[A_ARM_ARENA + N_ADDRESSES]),)))
     return rk.debris_reading(_af(tab, A_DEBRIS, (rk.N_DEBRIS,)), debris[0], debris[1], debris[2], debris[3], ee,
                              True)
 

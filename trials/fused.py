@@ -594,6 +594,12 @@ class FusedTick:
                 tick.scene.read(t_next, m.ee_position_m, m.ee_velocity_m_s)
                 return
             body = debris.query(t_next)
+            if body is None:  # carried: the kernel reads its motion off the arm's
+                self.sc[fk.C_CARRIED] = 1.0
+                gap = fk.plant_read(self.tab, self.sc, state, state[1:])
+                debris.settle(debris.centre_m, gap, tick._m.ee_velocity_m_s)
+                return
+            self.sc[fk.C_CARRIED] = 0.0
             gap = fk.plant_read(self.tab, self.sc, state, body)
             debris.settle(body[0], gap, tick._m.ee_velocity_m_s)
             return
