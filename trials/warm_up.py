@@ -50,9 +50,10 @@ def warm_up_cases() -> tuple[WarmUpCase, ...]:
         for condition in ("dg", "apf", "ng", "as"):
             request = replace(base, scenario=scenario, condition=condition)
             cases += [WarmUpCase(request), WarmUpCase(request, staged=True)]
-    # the automatic capture to the tool's closing and the post-capture window (both models)
-    cases += [WarmUpCase(replace(base, scenario=scenario, condition="as", time_limit_s=3.5))
-              for scenario in ("paper-2019", "tumbling-7dof")]
+    # the automatic capture to the tool's closing and the post-capture window (both models,
+    # both paths: a staged tick after the capture reads the carried debris on its own)
+    cases += [WarmUpCase(replace(base, scenario=scenario, condition="as", time_limit_s=3.5), staged=staged)
+              for scenario in ("paper-2019", "tumbling-7dof") for staged in (False, True)]
     # the delayed link with each compensator and the contact force in the hand
     for compensator in ("predictive", "passivity"):
         cases.append(WarmUpCase(replace(base, scenario="paper-2019", delay_s=0.05, compensator=compensator,
