@@ -18,6 +18,7 @@ where the velocity into the stop is removed.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -54,10 +55,15 @@ TOUCH_DAMPING_N_S_M = 0.1
 END_STOP_FACTOR = 1.5
 
 
+@functools.lru_cache(maxsize=256)
 def zoh_discretise(mass_kg: float, damping_n_s_m: float, stiffness_n_m: float, dt_s: float) -> tuple[
     tuple[float, float, float, float], tuple[float, float]
 ]:
     """Exact ZOH discretisation of ``M ẍ + C ẋ + K x = u`` for one period ``dt_s``.
+
+    Computed once per process for each set of arguments (every trial resets a device
+    with the same few hand impedances; scipy's ``expm`` of the 3x3 took 1-8 ms a call on
+    a busy machine); the result is a tuple of floats, so callers cannot change it.
 
     Returns:
         ``(φ11, φ12, φ21, φ22)`` and ``(γ1, γ2)`` such that

@@ -21,9 +21,9 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from capture_trainer.errors import PhysicsError
 from robot.debris import DebrisReading, DebrisSpec, PathMotion, Payload, quaternion_matrix
 from robot.pybullet_arm import SOLVER_ITERATIONS, _c_output_silenced, _import_pybullet
+from robot.pybullet_clients import client_pool
 from robot.pybullet_debris import PyBulletDebris
 
 
@@ -45,9 +45,7 @@ class LocalDebrisWorld:
                  dt_s: float) -> None:
         pb = _import_pybullet()
         self._pb = pb
-        self._client: int = pb.connect(pb.DIRECT)
-        if self._client < 0:
-            raise PhysicsError("could not connect to PyBullet for the debris' world")
+        self._client: int = client_pool(pb).acquire()  # an empty world; given back emptied by close
         try:
             pb.setGravity(0.0, 0.0, 0.0, physicsClientId=self._client)
             pb.setPhysicsEngineParameter(fixedTimeStep=dt_s, numSolverIterations=SOLVER_ITERATIONS,
@@ -62,7 +60,7 @@ class LocalDebrisWorld:
             self._debris = PyBulletDebris(pb, self._client, self._tool, -1, tip_radius_m, (0.0, 0.0, 0.0), spec,
                                           prediction, tool_mass_kg=tool_mass_kg)
         except Exception:
-            pb.disconnect(physicsClientId=self._client)
+            self.close()
             raise
         self.reading: DebrisReading = self._debris.reading
         self.contact_radius_m = self._debris.contact_radius_m
@@ -113,10 +111,7 @@ class LocalDebrisWorld:
         return Payload(self._debris.spec.mass_kg, centre, inertia, frame="end_effector_task_axes")
 
     def close(self) -> None:
-        """Disconnect this world (idempotent)."""
-        if self._client >= 0:
-            try:
-                self._pb.disconnect(physicsClientId=self._client)
-            except self._pb.error:
-                pass
-            self._client = -1
+        """Give this world's client back to the process's pool, emptied (idempotent)."""
+        client, self._client = self._client, -1
+        if client >= 0:
+            client_pool(self._pb).release(client)

@@ -44,6 +44,7 @@ from robot import _kernels as kern
 from robot.arm import ArmMeasurement, ArmState, BaseState, JointCommand
 from robot.debris import DebrisSpec, PathMotion, Payload, combined_link_mass, tool_effective_mass_kg
 from robot.models import ManipulatorModel
+from robot.pybullet_clients import client_pool
 from robot.pybullet_debris import PyBulletDebris
 from robot.urdf import LinkInertial, model_urdf
 
@@ -130,7 +131,8 @@ def _momentum(pb: ModuleType, client: int, body: int, n_links: int) -> tuple[
 
 
 class PyBulletArm:
-    """A :class:`robot.arm.ArmBackend` simulated in PyBullet (one physics client each).
+    """A :class:`robot.arm.ArmBackend` simulated in PyBullet (one physics client each, taken
+    from the process's pool and given back emptied by :meth:`close`).
 
     Args:
         model: the manipulator (the URDF is generated from it).
@@ -156,13 +158,15 @@ class PyBulletArm:
         if q0.shape != (n,) or not np.all(np.isfinite(q0)):
             raise PhysicsError(f"q0_rad must be {n} finite joint angles, got {q0.tolist()}")
         self._q0 = q0
-        self._client: int = pb.connect(pb.GUI if gui else pb.DIRECT)
+        # DIRECT: a client of the process's pool (robot/pybullet_clients.py), given back
+        # emptied on close; the GUI: a connection of its own
+        self._client: int = pb.connect(pb.GUI) if gui else client_pool(pb).acquire()
         if self._client < 0:
             raise PhysicsError("could not connect to PyBullet")
         try:
             self._body = self._load(pb)
         except Exception:
-            pb.disconnect(physicsClientId=self._client)
+            self.close()
             raise
         self._joints = list(range(n))
         self._shape = (n,)
@@ -504,13 +508,18 @@ class PyBulletArm:
         return self._points.copy()
 
     def close(self) -> None:
-        """Disconnect from PyBullet (idempotent)."""
-        if self._client is not None and self._client >= 0:
-            try:
-                self._pb.disconnect(physicsClientId=self._client)
-            except self._pb.error:  # already disconnected
-                log.debug("PyBullet client %s was already disconnected", self._client)
-            self._client = -1
+        """Give the physics client back to the process's pool, its world emptied (the GUI:
+        disconnect). Idempotent."""
+        client, self._client = self._client, -1
+        if client < 0:
+            return
+        if not self._gui:
+            client_pool(self._pb).release(client)
+            return
+        try:
+            self._pb.disconnect(physicsClientId=client)
+        except self._pb.error:  # already disconnected
+            log.debug("PyBullet client %s was already disconnected", client)
 
     def __enter__(self) -> PyBulletArm:
         return self

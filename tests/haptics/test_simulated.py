@@ -58,6 +58,21 @@ def test_zoh_discretisation_of_a_spring_mass_damper() -> None:
     assert p21 * x + p22 * v + g2 * u == pytest.approx(ve, rel=1e-5)
 
 
+def test_each_discretisation_is_computed_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    import haptics.simulated
+
+    calls = []
+    expm = haptics.simulated.expm
+    monkeypatch.setattr(haptics.simulated, "expm", lambda a: calls.append(a) or expm(a))
+    args = (0.045 + 0.6, 0.1 + 2.5, 131.0, 1e-3)  # a hand impedance no other test uses
+    first = zoh_discretise(*args)
+    assert zoh_discretise(*args) == first and len(calls) == 1  # the second call did not compute
+    # three bare devices of that mass and damping (no hand: no stiffness): one more computation
+    devices = [SimulatedDevice(mass_kg=args[0], damping_n_s_m=args[1]) for _ in range(3)]
+    assert len(calls) == 2 and all(np.array_equal(d._zoh, devices[0]._zoh) for d in devices)
+    assert first == zoh_discretise.__wrapped__(*args)  # the cached result is the computed one, bit for bit
+
+
 def test_forces_reach_the_device_clamped_and_finite() -> None:
     dev = SimulatedDevice(safety_config=NO_RAMP)
     for k in range(50):

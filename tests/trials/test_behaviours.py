@@ -224,6 +224,36 @@ def test_every_built_in_task_loads_and_names_a_built_in_scenario(name: str) -> N
     assert task_for_scenario("paper-2019") is None
 
 
+def test_a_task_file_is_parsed_once_per_version_and_each_caller_gets_its_own_copy(tmp_path, monkeypatch) -> None:
+    import os
+
+    from trials.behaviours import machine
+
+    parsed: list[str] = []
+    loads = tomllib.loads
+    monkeypatch.setattr(machine.tomllib, "loads", lambda text: parsed.append(text) or loads(text))
+    path = tmp_path / "wall.toml"
+    path.write_text(PUSH_THEN_RELAX)
+    first = load_task(str(path))
+    first.states["push"].on["succeeded"] = "relax"  # a caller mutating its task...
+    first.states.pop("relax")
+    second = load_task(str(path))
+    assert len(parsed) == 1  # ...read from the cache the second time,
+    assert second.states["push"].on["succeeded"] == "done" and "relax" in second.states  # unchanged
+    assert second == parse_task(loads(PUSH_THEN_RELAX), "wall", str(path))
+    # a new version of the file (same size, another modification time) is read again
+    path.write_text(PUSH_THEN_RELAX.replace("retries = 3", "retries = 4"))
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert load_task(str(path)).states["relax"].retries == 4
+    assert len(parsed) == 2
+    # the built-in tasks: parsed once, whatever asks
+    for _ in range(3):
+        assert task_for_scenario("paper-2019") is None
+        load_task("berthing")
+    assert len(parsed) <= 2 + len(TASKS.names())
+
+
 def test_an_unknown_task_name_suggests_the_closest() -> None:
     with pytest.raises(BehaviourError, match="did you mean 'berthing'"):
         load_task("berthin")

@@ -31,9 +31,12 @@ trial ended first, or the machine's time limit).
 
 from __future__ import annotations
 
+import copy
 import math
+import threading
 import tomllib
 from dataclasses import dataclass, field
+from importlib.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -247,34 +250,62 @@ def parse_task(data: dict[str, Any], name: str, where: str) -> TaskSpec:
 
 
 def load_task(name_or_path: str) -> TaskSpec:
-    """A built-in task by name, or a task file by path.
+    """A built-in task by name, or a task file by path: a copy of its own (the file is
+    read and validated once per process and version of the file, :func:`_parsed_task`).
 
     Raises:
         BehaviourError: unknown name (with "did you mean"), unreadable or invalid file.
     """
-    if name_or_path.endswith(".toml") or "/" in name_or_path:
-        path = Path(name_or_path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as error:
-            raise BehaviourError(f"{path}: cannot read the task file ({error.strerror or error})") from None
-        name, where = path.stem, str(path)
-    else:
-        entry = TASKS.get(name_or_path)
-        text, name, where = entry.read_text(encoding="utf-8"), name_or_path, f"task {name_or_path}"
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise BehaviourError(f"{where}: not valid TOML ({error})") from None
-    return parse_task(data, name, where)
+    return copy.deepcopy(_parsed_task(name_or_path))
 
 
 def task_for_scenario(scenario_name: str) -> str | None:
     """The built-in task whose ``scenarios`` list names ``scenario_name`` (or None)."""
     for name in TASKS.names():
-        if scenario_name in load_task(name).scenarios:
+        if scenario_name in _parsed_task(name).scenarios:
             return name
     return None
+
+
+#: Validated task files by (resolved path, task name): (st_mtime_ns, st_size, the task).
+_PARSED: dict[tuple[str, str], tuple[int, int, TaskSpec]] = {}
+_PARSED_LOCK = threading.Lock()
+
+
+def _parsed_task(name_or_path: str) -> TaskSpec:
+    """The task, parsed once per process while its file keeps its modification time and
+    size (every trial asks: parsing the built-in files cost 6-9 ms a trial). The instance
+    is shared: callers outside this module get a copy (:func:`load_task`)."""
+    if name_or_path.endswith(".toml") or "/" in name_or_path:
+        source: Traversable = Path(name_or_path)
+        name, where = Path(name_or_path).stem, name_or_path
+    else:
+        source, name, where = TASKS.get(name_or_path), name_or_path, f"task {name_or_path}"
+    try:
+        if not isinstance(source, Path):  # a resource without a file (a zipped package): no cache
+            return _parse_task_text(source.read_text(encoding="utf-8"), name, where)
+        key = (str(source.resolve()), name)
+        stat = source.stat()
+        with _PARSED_LOCK:
+            cached = _PARSED.get(key)
+        if cached is not None and cached[:2] == (stat.st_mtime_ns, stat.st_size):
+            return cached[2]
+        task = _parse_task_text(source.read_text(encoding="utf-8"), name, where)
+        after = source.stat()
+    except OSError as error:
+        raise BehaviourError(f"{where}: cannot read the task file ({error.strerror or error})") from None
+    if (after.st_mtime_ns, after.st_size) == (stat.st_mtime_ns, stat.st_size):  # not rewritten meanwhile
+        with _PARSED_LOCK:
+            _PARSED[key] = (stat.st_mtime_ns, stat.st_size, task)
+    return task
+
+
+def _parse_task_text(text: str, name: str, where: str) -> TaskSpec:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise BehaviourError(f"{where}: not valid TOML ({error})") from None
+    return parse_task(data, name, where)
 
 
 class TaskMachine:
