@@ -47,14 +47,20 @@ The GIL and the CPU: while the device is open the interpreter's switch interval 
 lowered (``switch_interval_s``, default 0.5 ms) so that another busy Python thread hands
 the GIL to the servo loop within half a tick, and during a run the thread running the
 ticks is SCHED_FIFO where the system allows it (as the tick was when it ran in libHD's
-servo thread), so that other processes do not hold it off the CPU; every run records its
-tick-period statistics (``haptics.timing.ServoTiming``) in ``last_run``.
+servo thread), so that other processes do not hold it off the CPU. The other Python
+threads of the process still hold the GIL at times (the trial recorder's flusher builds
+and writes its file): one preempted by another process while holding it held the servo
+loop off for a time slice (~4 ms on a busy machine: the force watchdog's limit), so during
+a real-time run they do that work inside ``haptics.timing.gil_sharer`` (real-time too,
+below the loop). Every run records its tick-period statistics
+(``haptics.timing.ServoTiming``) in ``last_run``.
 """
 
 from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
 import ctypes
 import logging
 import math
@@ -79,7 +85,7 @@ from haptics._hd_api import (
 from haptics._hd_servo import Sample, ServoShim, WatchdogTiming
 from haptics.device import BUTTON_ENGAGE, DeviceSpec, DeviceState, Tick
 from haptics.safety import SafetyConfig, SafetyLayer
-from haptics.timing import ServoTiming, frozen_heap
+from haptics.timing import ServoTiming, frozen_heap, realtime_loop
 
 logger = logging.getLogger(__name__)
 
@@ -606,7 +612,7 @@ class OpenHapticsDevice:
             if not self._realtime:
                 logger.info("the servo loop runs without real-time priority (grant CAP_SYS_NICE or an rtprio "
                             "limit): a busy machine may delay a tick past the force watchdog's limit")
-            with frozen_heap():
+            with frozen_heap(), realtime_loop() if self._realtime else contextlib.nullcontext():
                 latest = Sample()
                 shim.latest(latest)
                 self._seq = int(latest.seq)  # the first tick answers the next sample

@@ -5,12 +5,17 @@ between consecutive ticks, its distribution (mean, median, p99, p99.9, max), the
 achieved rate, the overruns (a period longer than 1.5x the expected one) and a
 histogram. ``mark`` is called once per tick and only stores a float into a
 preallocated array; everything else happens in ``summary`` after the run.
+
+Also what keeps a servo run's Python thread from being held off: ``frozen_heap`` (no
+full garbage collection during a run) and ``realtime_loop`` / ``gil_sharer`` (a thread
+that takes the GIL during a real-time run works at a real-time priority).
 """
 
 from __future__ import annotations
 
 import gc
 import math
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -52,6 +57,77 @@ def frozen_heap() -> Iterator[None]:
             _frozen_runs -= 1
             if _frozen_runs == 0:
                 gc.unfreeze()
+
+
+#: SCHED_FIFO priority of a thread inside ``gil_sharer`` during a real-time servo run:
+#: the lowest real-time priority, above every ordinary thread and below the servo loop.
+GIL_SHARER_PRIORITY = 1
+
+_realtime_loops = 0
+
+
+@contextmanager
+def realtime_loop() -> Iterator[None]:
+    """Mark a real-time (SCHED_FIFO) servo run of this process as active (nests).
+
+    The run's thread waits for the GIL whenever another Python thread holds it. An
+    ordinary thread that holds it can be preempted by any other process; the servo
+    thread then waits, real-time or not, until the scheduler gives that thread the CPU
+    again: one time slice, ~4 ms on a busy machine, the force watchdog's whole limit
+    (priority inversion; the GIL has no priority inheritance). ``gil_sharer`` lifts such a
+    thread above ordinary processes while this is active.
+    """
+    global _realtime_loops
+    with _frozen_lock:
+        _realtime_loops += 1
+    try:
+        yield
+    finally:
+        with _frozen_lock:
+            _realtime_loops -= 1
+
+
+def realtime_loop_active() -> bool:
+    """Whether a ``realtime_loop`` is active in this process."""
+    return _realtime_loops > 0
+
+
+@contextmanager
+def gil_sharer() -> Iterator[bool]:
+    """Run the calling thread's GIL-holding work without holding up a real-time servo run.
+
+    During a ``realtime_loop`` the calling thread runs SCHED_FIFO at
+    ``GIL_SHARER_PRIORITY`` (below the loop: the loop still preempts it, and takes the
+    GIL within one switch interval) for the block, so that no ordinary process preempts
+    it while the servo thread waits for the GIL it holds; its policy is restored after
+    the block. Outside a real-time run, or where real-time scheduling is not allowed,
+    nothing changes. For background work that runs during a trial (the trial
+    recorder's flushes): short, periodic, never for a thread that runs all the time.
+
+    Yields:
+        Whether the thread runs real-time for the block.
+    """
+    if not realtime_loop_active():
+        yield False
+        return
+    try:
+        policy = os.sched_getscheduler(0)
+        if policy in (os.SCHED_FIFO, os.SCHED_RR):
+            previous = None  # already real-time
+        else:
+            previous = (policy, os.sched_getparam(0).sched_priority)
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(GIL_SHARER_PRIORITY))
+    except (AttributeError, OSError):  # not Linux, or no CAP_SYS_NICE / rtprio limit
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        if previous is not None:
+            try:
+                os.sched_setscheduler(0, previous[0], os.sched_param(previous[1]))
+            except OSError:
+                pass
 
 
 class ServoTiming:

@@ -37,6 +37,7 @@ from numpy.typing import NDArray
 
 from capture_trainer import trial_log
 from capture_trainer.errors import TrialError, TrialWriteError
+from haptics.timing import gil_sharer
 
 
 log = logging.getLogger(__name__)
@@ -236,9 +237,12 @@ class TrialRecorder:
             if self._stop.is_set():
                 break
             try:
-                if self.rows // CHUNK_ROWS + 1 >= len(self._floats):
-                    self._grow()
-                self._write(final=False)
+                # Real-time while a device's servo loop is (haptics.timing.gil_sharer):
+                # preempted while it holds the GIL, this thread would hold the loop off.
+                with gil_sharer():
+                    if self.rows // CHUNK_ROWS + 1 >= len(self._floats):
+                        self._grow()
+                    self._write(final=False)
             except BaseException as error:  # noqa: BLE001 - surfaced by write_error and close()
                 self._flush_error = error
                 self.write_error = trial_log.describe_write_failure(self.path, error)

@@ -5,11 +5,16 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import pytest
 
+from capture_trainer import trial_log
 from capture_trainer.trial_log import read_trial_log
+from haptics import timing
 from trials.recorder import TrialRecorder
 
 
@@ -114,3 +119,52 @@ def test_a_writer_at_the_row_slot_records_what_it_wrote(tmp_path: Path) -> None:
     np.testing.assert_array_equal(table["a_m"].to_numpy(), np.cos(np.arange(2500)))
     np.testing.assert_array_equal(table["fault"].to_numpy(), np.arange(2500) % 7 == 0)
     np.testing.assert_array_equal(table["b"].to_numpy(), np.arange(2500) % 3 == 0)
+
+
+
+def _may_run_realtime() -> bool:
+    """Whether this process may make a thread SCHED_FIFO (tried on a scratch thread)."""
+    allowed: list[bool] = []
+
+    def attempt() -> None:
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(timing.GIL_SHARER_PRIORITY))
+            allowed.append(True)
+        except (AttributeError, OSError):
+            allowed.append(False)
+
+    worker = threading.Thread(target=attempt)
+    worker.start()
+    worker.join()
+    return allowed[0]
+
+
+def test_flushes_during_a_real_time_run_run_real_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A flush holds the GIL at times (table build, Parquet writer): during a real-time
+    servo run the flusher works real-time (``haptics.timing.gil_sharer``), so that no
+    other process preempts it while the servo loop waits for the GIL; before and after
+    the run it is an ordinary thread."""
+    seen: list[tuple[str, bool, bool]] = []  # (thread, run active, SCHED_FIFO) at each write
+    flushed = threading.Event()
+    write_file = trial_log.write_file
+
+    def spy(table: Any, path: Any) -> None:
+        name = threading.current_thread().name
+        seen.append((name, timing.realtime_loop_active(), os.sched_getscheduler(0) == os.SCHED_FIFO))
+        write_file(table, path)
+        if name == "trial-flusher":
+            flushed.set()
+
+    monkeypatch.setattr(trial_log, "write_file", spy)
+    with timing.realtime_loop():
+        recorder = TrialRecorder(tmp_path / "rt.parquet", ("t_s",), ("a",), {}, expected_rows=100, flush_rows=10)
+        for k in range(10):
+            recorder.row[0] = k
+            recorder.append_row()  # the tenth row wakes the flusher
+        assert flushed.wait(10.0)
+    recorder.close()
+    flusher = [entry for entry in seen if entry[0] == "trial-flusher"]
+    assert flusher[0] == ("trial-flusher", True, _may_run_realtime())
+    assert seen[0][0] != "trial-flusher" and seen[-1][0] != "trial-flusher"  # constructor, close()
+    assert not any(fifo for name, _, fifo in seen if name != "trial-flusher")
+    assert read_trial_log(tmp_path / "rt.parquet")[0].num_rows == 10
