@@ -36,6 +36,28 @@ def test_rows_and_metadata_round_trip(tmp_path: Path) -> None:
     assert meta["rows"] == 2500
 
 
+def test_each_write_holds_every_row_so_far_when_chunks_fill_between_writes(tmp_path: Path) -> None:
+    """Writes at row counts inside, at the end of and past chunks (a full chunk is built
+    into the file once and kept): every file written holds exactly the rows appended."""
+    path = tmp_path / "w.parquet"
+    recorder = TrialRecorder(path, ("t_s", "a_m"), ("fault",), {}, expected_rows=4000,
+                             flush_rows=10**9, flush_wall_s=1e3, flush_min_interval_s=1e3)
+    written = 0
+    for stop in (1500, 2000, 2000, 2999, 3001, 3500):
+        for k in range(written, stop):
+            recorder.row[:] = (k * 1e-3, np.cos(k))
+            recorder.flag_bits = 1 if k % 3 == 0 else 0
+            recorder.append_row()
+        written = stop
+        recorder._write(final=False)
+        table, meta = read_trial_log(path)
+        assert table.num_rows == meta["rows"] == stop
+        np.testing.assert_array_equal(table["t_s"].to_numpy(), np.arange(stop) * 1e-3)
+        np.testing.assert_array_equal(table["a_m"].to_numpy(), np.cos(np.arange(stop)))
+        np.testing.assert_array_equal(table["fault"].to_numpy(), np.arange(stop) % 3 == 0)
+    recorder.close()
+
+
 def test_flag_bits_unpack_into_their_columns_across_chunks(tmp_path: Path) -> None:
     path = tmp_path / "flags.parquet"
     recorder = TrialRecorder(path, ("t_s",), ("a", "b", "c"), {}, expected_rows=100)
