@@ -9,7 +9,9 @@ Two runs of the same trial, back to back in one process: the tick as trials run 
 (fused when the parts allow, :mod:`trials.fused`) gives ``tick_us``, ``realtime_factor``,
 ``fused_stages_us`` (pre-plant, plant, post-plant) and ``tick_to_plant_ratio`` (its tick
 median over its plant stage's median); the staged reference path gives ``stages_us``
-(the nine stages) and the ``reference`` figures. The fused plant stage is the PyBullet
+(the nine stages) and the ``reference`` figures. ``plant_ceiling_realtime_factor`` is
+what a tick made of its plant stage alone would reach (one period over the plant stage's
+median): no trial of this world runs faster, whatever the rest of the tick costs. The fused plant stage is the PyBullet
 world: the joint command sent, one step, the arm's read-out and the debris' read (the
 staged path's plant and target stages, and the slave stage's ``arm.send``).
 """
@@ -42,6 +44,7 @@ def add_bench(subparsers: argparse._SubParsersAction) -> None:
 def measure_servo(model: str, ticks: int, condition: str = "dg") -> dict[str, object]:
     """Time ``ticks`` servo ticks of ``model``'s benchmark scenario (see module doc)."""
     from trials.fused import FUSED_STAGE_CONTENTS, FUSED_STAGES
+    from trials.runner import DT_S
 
     reference = _measure(model, ticks, condition, staged=True)
     result = _measure(model, ticks, condition, staged=False)
@@ -53,10 +56,12 @@ def measure_servo(model: str, ticks: int, condition: str = "dg") -> dict[str, ob
     if fused:
         result["fused_stages_us"] = stages
         result["fused_stage_contents"] = FUSED_STAGE_CONTENTS
-        result["tick_to_plant_ratio"] = result["tick_us"]["median"] / stages[FUSED_STAGES[plant]]["median"]  # type: ignore[index]
+        plant_us = stages[FUSED_STAGES[plant]]["median"]  # type: ignore[index]
     else:
         result["fused_stages_us"] = None
-        result["tick_to_plant_ratio"] = result["tick_us"]["median"] / ref_stages["plant"]["median"]  # type: ignore[index]
+        plant_us = ref_stages["plant"]["median"]  # type: ignore[index]
+    result["tick_to_plant_ratio"] = result["tick_us"]["median"] / plant_us  # type: ignore[index]
+    result["plant_ceiling_realtime_factor"] = 1e6 * DT_S / plant_us
     result["fused"] = fused
     result["reference"] = {
         "tick_us": reference["tick_us"],

@@ -59,6 +59,9 @@ def test_servo_json(model: str) -> None:
     assert out["tick_to_plant_ratio"] == pytest.approx(out["tick_us"]["median"] / fused["plant"]["median"])
     assert reference["tick_to_plant_ratio"] == pytest.approx(reference["tick_us"]["median"]
                                                              / out["stages_us"]["plant"]["median"])
+    # no tick of this world runs faster than its plant stage: one millisecond over it
+    assert out["plant_ceiling_realtime_factor"] == pytest.approx(1e3 / fused["plant"]["median"])
+    assert out["plant_ceiling_realtime_factor"] > out["realtime_factor"]
 
 
 def test_throughput_json_with_a_study() -> None:
