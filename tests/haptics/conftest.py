@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -22,6 +23,7 @@ from haptics._hd_api import LIBHD_ENV
 from haptics._hd_double import build_double
 from haptics.operators import HumanOperator
 from haptics.participants import PARTICIPANT_PRESETS
+from haptics.timing import GIL_SHARER_PRIORITY
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = Path(__file__).resolve().parent / "libhd_double" / "scenarios.py"
@@ -77,3 +79,20 @@ def run_scenario(libhd_double: Path) -> RunScenario:
         return json.loads(result.stdout.strip().splitlines()[-1])
 
     return run
+
+
+def may_run_realtime() -> bool:
+    """Whether this process may make a thread SCHED_FIFO (tried on a scratch thread)."""
+    allowed: list[bool] = []
+
+    def attempt() -> None:
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(GIL_SHARER_PRIORITY))
+            allowed.append(True)
+        except (AttributeError, OSError):
+            allowed.append(False)
+
+    worker = threading.Thread(target=attempt)
+    worker.start()
+    worker.join()
+    return allowed[0]

@@ -5,11 +5,11 @@ from __future__ import annotations
 import gc
 import math
 import os
-import threading
 
 import numpy as np
 import pytest
 
+from tests.haptics.conftest import may_run_realtime
 from haptics.timing import GIL_SHARER_PRIORITY, ServoTiming, frozen_heap, gil_sharer, realtime_loop, realtime_loop_active
 
 
@@ -96,23 +96,6 @@ def test_frozen_heap_freezes_once_and_unfreezes_for_collection() -> None:
     assert not any(type(o) is Cycle for o in gc.get_objects())
 
 
-def _may_run_realtime() -> bool:
-    """Whether this process may make a thread SCHED_FIFO (tried on a scratch thread)."""
-    allowed: list[bool] = []
-
-    def attempt() -> None:
-        try:
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(GIL_SHARER_PRIORITY))
-            allowed.append(True)
-        except (AttributeError, OSError):
-            allowed.append(False)
-
-    worker = threading.Thread(target=attempt)
-    worker.start()
-    worker.join()
-    return allowed[0]
-
-
 def test_gil_sharer_is_real_time_only_during_a_real_time_run() -> None:
     policy = os.sched_getscheduler(0)
     assert policy == os.SCHED_OTHER  # the test thread is an ordinary one
@@ -124,7 +107,7 @@ def test_gil_sharer_is_real_time_only_during_a_real_time_run() -> None:
             assert realtime_loop_active()
         assert realtime_loop_active()
         with gil_sharer() as lifted:
-            assert lifted is _may_run_realtime()
+            assert lifted is may_run_realtime()
             if lifted:  # above every ordinary thread, below the servo loop
                 assert os.sched_getscheduler(0) == os.SCHED_FIFO
                 assert os.sched_getparam(0).sched_priority == GIL_SHARER_PRIORITY

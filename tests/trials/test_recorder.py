@@ -15,6 +15,7 @@ import pytest
 from capture_trainer import trial_log
 from capture_trainer.trial_log import read_trial_log
 from haptics import timing
+from tests.haptics.conftest import may_run_realtime
 from trials.recorder import TrialRecorder
 
 
@@ -144,23 +145,6 @@ def test_a_writer_at_the_row_slot_records_what_it_wrote(tmp_path: Path) -> None:
 
 
 
-def _may_run_realtime() -> bool:
-    """Whether this process may make a thread SCHED_FIFO (tried on a scratch thread)."""
-    allowed: list[bool] = []
-
-    def attempt() -> None:
-        try:
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(timing.GIL_SHARER_PRIORITY))
-            allowed.append(True)
-        except (AttributeError, OSError):
-            allowed.append(False)
-
-    worker = threading.Thread(target=attempt)
-    worker.start()
-    worker.join()
-    return allowed[0]
-
-
 def test_flushes_during_a_real_time_run_run_real_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A flush holds the GIL at times (table build, Parquet writer): during a real-time
     servo run the flusher works real-time (``haptics.timing.gil_sharer``), so that no
@@ -186,7 +170,7 @@ def test_flushes_during_a_real_time_run_run_real_time(tmp_path: Path, monkeypatc
         assert flushed.wait(10.0)
     recorder.close()
     flusher = [entry for entry in seen if entry[0] == "trial-flusher"]
-    assert flusher[0] == ("trial-flusher", True, _may_run_realtime())
+    assert flusher[0] == ("trial-flusher", True, may_run_realtime())
     assert seen[0][0] != "trial-flusher" and seen[-1][0] != "trial-flusher"  # constructor, close()
     assert not any(fifo for name, _, fifo in seen if name != "trial-flusher")
     assert read_trial_log(tmp_path / "rt.parquet")[0].num_rows == 10
