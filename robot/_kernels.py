@@ -1319,20 +1319,25 @@ def sigma_ascent(q, jac, mmat, joint_xyz, joint_rot, joint_axis, link_mass, link
 
     The spare direction ``v`` spans what is left of the joint space after the task and the
     reaction constraint (the null space of ``[J; M]``, one-dimensional for the 7-joint
-    arm). ``out = gain * (d sigma_ratio / d v) * v`` with the derivative by a central
-    difference along ``v`` (2 evaluations of the momentum maps). Zero where no spare
+    arm). ``out = gain * (d sigma_ratio / d v) * v`` with the derivative by a forward
+    difference along ``v``, ``(σ(q + h v) − σ(q)) / h`` with ``h = 1e-4`` rad (its
+    truncation ``h/2 |σ''|``: one evaluation of the momentum maps besides ``σ(q)``, which
+    the controller has from its own factorisation of eq. 6). Zero where no spare
     direction exists (planar 3R). This keeps the arm away from reaction singularities
     instead of only damping through them.
     """
     arena = np.empty(arena_size(q.shape[0]))
     _sigma_ascent_in(arena, 0, q, jac, mmat, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
-                     ee_offset, base_mass, base_inertia, task_rows, reaction_rows, j_sigma, j_damp, gain, out)
+                     ee_offset, base_mass, base_inertia, task_rows, reaction_rows, j_sigma, j_damp, gain, math.nan,
+                     out)
 
 
 @njit(cache=True, error_model="numpy")
 def _sigma_ascent_in(arena, top, q, jac, mmat, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
-                     ee_offset, base_mass, base_inertia, task_rows, reaction_rows, j_sigma, j_damp, gain, out):
-    """:func:`sigma_ascent` with its scratch from ``arena[top:]``."""
+                     ee_offset, base_mass, base_inertia, task_rows, reaction_rows, j_sigma, j_damp, gain, sigma_here,
+                     out):
+    """:func:`sigma_ascent` with its scratch from ``arena[top:]``; ``sigma_here`` is
+    sigma_ratio at ``q`` (NaN: computed here)."""
     n = q.shape[0]
     m = task_rows.shape[0]
     r = reaction_rows.shape[0]
@@ -1394,15 +1399,15 @@ def _sigma_ascent_in(arena, top, q, jac, mmat, joint_xyz, joint_rot, joint_axis,
     h = 1e-4
     qp, top = _empty(arena, top, (n,))
     diag, top = _zeros(arena, top, (8,))
+    if sigma_here != sigma_here:
+        sigma_here = _sigma_ratio_base(arena, top, q, joint_xyz, joint_rot, joint_axis, link_mass, link_com,
+                                       link_inertia, ee_offset, base_mass, base_inertia, task_rows, reaction_rows,
+                                       j_sigma, j_damp, diag)
     for j in range(n):
         qp[j] = q[j] + h * v[j]
     s_plus = _sigma_ratio_base(arena, top, qp, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
                                ee_offset, base_mass, base_inertia, task_rows, reaction_rows, j_sigma, j_damp, diag)
-    for j in range(n):
-        qp[j] = q[j] - h * v[j]
-    s_minus = _sigma_ratio_base(arena, top, qp, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
-                                ee_offset, base_mass, base_inertia, task_rows, reaction_rows, j_sigma, j_damp, diag)
-    slope = (s_plus - s_minus) / (2.0 * h)
+    slope = (s_plus - sigma_here) / h
     for j in range(n):
         out[j] = gain * slope * v[j]
 
@@ -1617,9 +1622,10 @@ def _controller_step_in(q, qd, base_pos, base_quat, base_w, base_v, have_base, m
         _closing_torque(arena, top, rot0, wm_b, w_model_b, base_inertia, dt, t_des)
     z_extra, top = _zeros(arena, top, (n,))
     if params[P_SOLVER] != SOLVER_PINV:
+        # sigma_ratio here: the whole arm's factorisation above computed it (its slot)
         _sigma_ascent_in(arena, top, q, jac, mmat, joint_xyz, joint_rot, joint_axis, link_mass, link_com,
                          link_inertia, ee_offset, base_mass, base_inertia, task_rows, reaction_rows,
-                         params[P_J_SIGMA_M], params[P_J_DAMP_M], params[P_K_SIGMA], z_extra)
+                         params[P_J_SIGMA_M], params[P_J_DAMP_M], params[P_K_SIGMA], cache[at + _F_SIGMA], z_extra)
     _solve_ik_in(arena, top, cache, jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows, reaction_rows, q_min, q_max,
                  qd_max, qdd_max, dt, params[P_SOLVER], params[P_SIGMA_THRESHOLD], params[P_DAMP_MAX],
                  params[P_J_SIGMA_M], params[P_J_DAMP_M], params[P_K_NULL], params[P_K_LIMIT], z_extra, qdd, diag)

@@ -140,7 +140,8 @@ def _sigma_ratio(model, q: np.ndarray) -> float:
 @given(data=st.data())
 def test_the_sigma_ascent_moves_only_in_the_null_space_of_task_and_reaction(data):
     """The ascent's spare direction is orthogonal to every row of [J; M] (the 7-joint arm
-    has one), and its size is the slope of sigma_ratio along it (central difference)."""
+    has one), and its size is the slope of sigma_ratio along it (the kernel's forward
+    difference, h = 1e-4, against a central one here, h = 1e-3)."""
     from robot import _kernels as kern
 
     model = MODELS["spatial-7dof"]
@@ -161,8 +162,41 @@ def test_the_sigma_ascent_moves_only_in_the_null_space_of_task_and_reaction(data
     null = np.linalg.svd(rows)[2][-1]
     assert abs(direction @ null) == pytest.approx(1.0, abs=1e-9)
     h = 1e-3  # truncation O(h²) ~ 1e-5 relative; round-off far below
-    slope = (_sigma_ratio(model, q + h * direction) - _sigma_ratio(model, q - h * direction)) / (2 * h)
-    np.testing.assert_allclose(out, gain * slope * direction, rtol=1e-3)
+    here, plus, minus = (_sigma_ratio(model, q + k * h * direction) for k in (0, 1, -1))
+    slope = (plus - minus) / (2 * h)
+    curvature = (plus - 2.0 * here + minus) / h ** 2
+    # the kernel's forward difference over 1e-4 is off by (1e-4 / 2) |σ''| (here with a
+    # margin of 2 for σ'' over the step), beside 1e-3 of the slope as before; slopes under
+    # 1e-8 per rad (a step of 50 x 1e-8 rad/s²) are the two evaluations' round-off
+    bound = 1e-4 * abs(curvature) + 1e-3 * abs(slope) + 1e-8
+    assert abs(size / gain - slope) <= bound
+    assert slope > 0.0  # the ascent climbs
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_controllers_own_sigma_is_the_one_the_ascent_differences(seed):
+    """The controller hands the ascent sigma_ratio at q from its own factorisation of eq. 6
+    (task frame, any base attitude): it must be the function the ascent evaluates at
+    q + h v (base frame), or the forward difference divides their mismatch by h."""
+    from robot import _kernels as kern
+    from scipy.spatial.transform import Rotation
+
+    model = MODELS["spatial-7dof"]
+    a, settings_ = model.arrays, IKSettings()
+    rng = np.random.default_rng(seed)
+    for _ in range(5):
+        q = np.asarray(model.q0_rad) + rng.uniform(-0.6, 0.6, model.n_joints)
+        attitude = Rotation.random(random_state=rng.integers(1 << 30)).as_quat()
+        terms = dynamics_terms(model, q, np.zeros(model.n_joints), np.array([0.3, -0.2, 0.1]), attitude)
+        factored = make_solver("lse", FREE).solve(model, terms, np.zeros(3), q, np.zeros(model.n_joints),
+                                                   dt_s=1e-3).sigma_ratio
+        evaluated = kern._sigma_ratio_base(np.empty(kern.arena_size(model.n_joints)), 0, q, a.joint_xyz,
+                                           a.joint_rot, a.joint_axis, a.link_mass, a.link_com, a.link_inertia,
+                                           a.ee_offset, a.base_mass, a.base_inertia, a.task_rows, a.reaction_rows,
+                                           settings_.jacobian_sigma_m, settings_.jacobian_damping_m, np.zeros(8))
+        assert 1e-4 < factored < 1.0  # not vacuous: away from a reaction singularity
+        # round-off of a ratio to ||M|| (about 1e-15): 1e-9 at most in the slope over h = 1e-4
+        assert abs(factored - evaluated) <= 1e-13
 
 
 @pytest.mark.parametrize("seed", range(6))
