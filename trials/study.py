@@ -656,14 +656,20 @@ def _warm_up_for(todo: list[TrialSpec]) -> Callable[[], None]:
 
 def _warm_up_safely(warm_up: Callable[[], None]) -> None:
     """Run a warm-up; it only saves time, so a failure is logged and the trials go on
-    (a real problem fails the trials themselves, each reported). Then what the process
-    holds after it (its imports: a Dask worker's are many) is frozen out of the garbage
-    collector's reach (``gc.freeze``): a full collection during a trial then walks only
-    what the trials made."""
+    (a real problem fails the trials themselves, each reported)."""
     try:
         warm_up()
     except Exception as error:  # noqa: BLE001 - see the docstring
         log.warning("the warm-up failed (%s); the trials go on without it", error)
+
+
+def _warm_up_worker(warm_up: Callable[[], None] | None) -> None:
+    """A worker process's warm-up (:func:`_warm_up_safely`), then what the process holds
+    after it (its imports: a Dask worker's are many) frozen out of the garbage
+    collector's reach (``gc.freeze``): a full collection during a trial then walks only
+    what the trials made. Only in a worker: the study's own process keeps its heap."""
+    if warm_up is not None:
+        _warm_up_safely(warm_up)
     gc.collect()
     gc.freeze()
 
@@ -797,8 +803,7 @@ def _dask_call(run_trial: TrialFunction, items: list[tuple[TrialSpec, dict[str, 
     worker's start-up), then the trials as in a local worker."""
     if not _worker_state.get("warmed"):
         started = time.perf_counter()
-        if warm_up is not None:
-            _warm_up_safely(warm_up)
+        _warm_up_worker(warm_up)
         _worker_state["start_up_s"] = time.perf_counter() - started
         _worker_state["warmed"] = True
     return _worker_call(run_trial, items, out)
@@ -924,7 +929,7 @@ def _worker_init(parent_pid: int, pool_started: float | None = None,
     if warm_up is not None:
         _worker_state["in_trial"] = True
         try:
-            _warm_up_safely(warm_up)
+            _warm_up_worker(warm_up)
         except WorkerStopped as stop:
             os._exit(128 + stop.signum)
         finally:

@@ -122,19 +122,20 @@ def test_a_failed_trial_in_a_chunk_does_not_take_the_others_with_it(tmp_path: Pa
 
 def test_a_worker_freezes_what_its_warm_up_left_out_of_the_collectors_reach() -> None:
     """After the warm-up (a Dask worker's imports are many) a full collection during a
-    trial walks only what the trials made: the heap so far is frozen, even when the
-    warm-up failed."""
+    trial walks only what the trials made: a worker's heap so far is frozen, even when
+    the warm-up failed; the study's own process (trials run in it) keeps its heap."""
     import gc
 
-    from trials.study import _warm_up_safely
+    from trials.study import _warm_up_safely, _warm_up_worker
 
     def failing() -> None:
         raise RuntimeError("no warm-up here")
 
-    gc.unfreeze()
+    assert gc.get_freeze_count() == 0
+    _warm_up_safely(failing)
+    assert gc.get_freeze_count() == 0
     try:
-        _warm_up_safely(failing)
+        _warm_up_worker(failing)
         assert gc.get_freeze_count() > 1000
     finally:
         gc.unfreeze()
-    assert gc.get_freeze_count() == 0
