@@ -76,9 +76,13 @@ def _complete(path: Path) -> bool:
 
 def _start_study(tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
     """Two short trials, then two long ones (a passive participant without guidance never
-    reaches, so a long trial runs to its 120 s limit: several seconds of wall time)."""
+    reaches, and the debris, ten times slower than the paper's, stays within the reach:
+    a long trial runs to its 120 s limit, several seconds of wall time)."""
     short = scenario_with(tmp_path, 0.5, name="short")
     long = scenario_with(tmp_path, 120.0, name="long")
+    text = long.read_text()
+    assert "velocity_m_s = [-0.1, 0.0, 0.0]" in text
+    long.write_text(text.replace("velocity_m_s = [-0.1, 0.0, 0.0]", "velocity_m_s = [-0.01, 0.0, 0.0]"))
     protocol = tmp_path / "stop.toml"
     protocol.write_text(
         f'name = "stop"\nseed = 1\nscenarios = ["{short}", "{long}"]\nconditions = ["ng"]\n'
@@ -98,8 +102,8 @@ def _both_workers_in_long_trials(process: subprocess.Popen[str], trials: Path) -
         if process.poll() is not None:
             pytest.fail(f"the study ended early: {process.communicate()}")
         shorts = [p for p in trials.glob("*_short_*.parquet") if _complete(p)]
-        longs = list(trials.glob("*_long_*.parquet"))
-        return len(shorts) == 2 and len(longs) == 2 and len(_workers(process.pid)) == 2
+        running = [p for p in trials.glob("*_long_*.parquet") if not _complete(p)]
+        return len(shorts) == 2 and len(running) == 2 and len(_workers(process.pid)) == 2
     return ready
 
 
