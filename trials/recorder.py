@@ -194,8 +194,10 @@ class TrialRecorder:
         return self._floats[chunk][:, offset].copy()
 
     def _grow(self) -> None:
-        self._floats.append(self._new_float_chunk())
+        # the flags' chunk first: the tick tests len(self._floats), so a float chunk it
+        # can see (the flusher grows them too) has its flag chunk already
         self._flags.append(self._new_flag_chunk())
+        self._floats.append(self._new_float_chunk())
 
     # Arrow arrays are built from the chunks' buffers directly (zero-copy for floats):
     # pa.array() on numpy input would import pandas (~30 MB, 0.2 s) in every process.
