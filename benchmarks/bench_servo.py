@@ -11,9 +11,10 @@ Two runs of the same trial, back to back in one process: the tick as trials run 
 median over its plant stage's median); the staged reference path gives ``stages_us``
 (the nine stages) and the ``reference`` figures. ``plant_ceiling_realtime_factor`` is
 what a tick made of its plant stage alone would reach (one period over the plant stage's
-median): no trial of this world runs faster, whatever the rest of the tick costs. The fused plant stage is the PyBullet
-world: the joint command sent, one step, the arm's read-out and the debris' read (the
-staged path's plant and target stages, and the slave stage's ``arm.send``).
+median): no trial of this world runs faster, whatever the rest of the tick costs. The
+fused plant stage is the PyBullet world: the joint command sent, one step, the arm's
+read-out and the debris' read (the staged path's plant and target stages, and the slave
+stage's ``arm.send``).
 """
 
 from __future__ import annotations

@@ -320,6 +320,13 @@ class LogSchema:
 
         return pa.Table.from_arrays(list(columns), schema=self.arrow_schema(metadata_json))
 
+    def table_of_batches(self, batches: Sequence[pa.RecordBatch], metadata_json: bytes) -> pa.Table:
+        """A table of this schema from record batches of its columns (their schema's
+        metadata aside) and encoded metadata."""
+        import pyarrow as pa
+
+        return pa.Table.from_batches(list(batches), schema=self.arrow_schema(metadata_json))
+
 
 def required_columns(n_joints: int, format_version: int = FORMAT_VERSION) -> tuple[str, ...]:
     """Every column the contract requires of a model with ``n_joints`` joints, in a file

@@ -221,9 +221,7 @@ class TrialRecorder:
         while len(sealed) < full:
             sealed.append(self._batch(len(sealed), CHUNK_ROWS))
         batches = sealed[:full] + ([self._batch(full, tail)] if tail else [])
-        metadata = trial_log.encode_metadata({**self.metadata, "rows": rows})
-        return pa.Table.from_batches(batches, schema=self._batch_schema).replace_schema_metadata(
-            self.schema.arrow_schema(metadata).metadata)
+        return self.schema.table_of_batches(batches, trial_log.encode_metadata({**self.metadata, "rows": rows}))
 
     def _write(self, final: bool) -> None:
         with self._write_lock:
