@@ -14,7 +14,8 @@ what a tick made of its plant stage alone would reach (one period over the plant
 median): no trial of this world runs faster, whatever the rest of the tick costs. The
 fused plant stage is the PyBullet world: the joint command sent, one step, the arm's
 read-out and the debris' read (the staged path's plant and target stages, and the slave
-stage's ``arm.send``).
+stage's ``arm.send``), through PyBullet's C API where it can be reached (``plant_path``:
+``native: ...``, or ``python: `` and why not; :mod:`robot.pybullet_native`).
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ def measure_servo(model: str, ticks: int, condition: str = "dg") -> dict[str, ob
     result["tick_to_plant_ratio"] = result["tick_us"]["median"] / plant_us  # type: ignore[index]
     result["plant_ceiling_realtime_factor"] = 1e6 * DT_S / plant_us
     result["fused"] = fused
+    reference.pop("plant_path")
     result["reference"] = {
         "tick_us": reference["tick_us"],
         "realtime_factor": reference["realtime_factor"],
@@ -106,6 +108,7 @@ def _measure(model: str, ticks: int, condition: str, staged: bool) -> dict[str, 
         wall = time.perf_counter() - started
         rss_after = rss_bytes()
         staged_ticks = None if fused is None else fused.staged_ticks
+        plant_path = None if fused is None else fused.plant_path
         trial.finish()
     stamps = profile.stamps[: profile.count]
     stage_s = np.diff(stamps, axis=1)
@@ -121,6 +124,7 @@ def _measure(model: str, ticks: int, condition: str, staged: bool) -> dict[str, 
         "realtime_factor": profile.count * DT_S / wall,
         "path": tick.path.as_dict(),
         "staged_event_ticks": staged_ticks,
+        "plant_path": plant_path,
     }
 
 

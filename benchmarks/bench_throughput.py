@@ -51,7 +51,8 @@ def measure_throughput(model: str, seconds: float) -> dict[str, object]:
     machine shared with other work, the figure the machine's own load does not set.
     ``cold`` times the first
     trial of a fresh process, start-up included. The trial runs the tick as trials do
-    (fused when its parts allow: ``fused``, ``tick_path``); ``reference`` is the same trial
+    (fused when its parts allow: ``fused``, ``tick_path``; ``plant_path``: whether its
+    plant stage steps PyBullet through its C API, and if not why); ``reference`` is the same trial
     on the staged path, timed right after.
     """
     started = time.perf_counter()
@@ -72,6 +73,8 @@ def measure_throughput(model: str, seconds: float) -> dict[str, object]:
         path = trial.tick.path
         summary = trial.run()
         wall = time.perf_counter() - begun
+        fused_tick = trial.tick.fused
+        plant_path = None if fused_tick is None else fused_tick.plant_path
         cpu = time.process_time() - cpu_begun
         reference_begun, reference_cpu_begun = time.perf_counter(), time.process_time()
         reference_trial = build_trial(request(seconds), Path(out) / "reference", staged=True)
@@ -93,6 +96,7 @@ def measure_throughput(model: str, seconds: float) -> dict[str, object]:
         "cpu_realtime_factor": summary["sim_s"] / cpu,
         "fused": path.fused,
         "tick_path": path.as_dict(),
+        "plant_path": plant_path,
         "reference": {
             "realtime_factor": reference_summary["sim_s"] / reference_wall,
             "loop_realtime_factor": reference_summary["sim_s"] / reference_loop_s,

@@ -27,7 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from capture_trainer.errors import DeviceError
-from haptics._native import build_library
+from capture_trainer.native import build_library
 
 if TYPE_CHECKING:
     from haptics.openhaptics import OpenHapticsDevice

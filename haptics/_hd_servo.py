@@ -21,7 +21,7 @@ from pathlib import Path
 
 from capture_trainer.errors import DeviceError
 from haptics._hd_api import SCHEDULER_CALLBACK, HDApi
-from haptics._native import build_library
+from capture_trainer.native import build_library
 
 #: Errors the shim keeps (the newest ones).
 ERROR_RING = 16

@@ -19,7 +19,10 @@ Per servo tick the owner calls ``state()`` (through the controller), ``send()``,
 ``advance()`` and ``measure()``; PyBullet is queried once per tick (joint states, base pose,
 base velocity, after the step) and the result is cached for the next ``state()``. The
 fused tick calls ``advance_raw()`` instead of the last two and runs ``measure()``'s
-kernels on :attr:`PyBulletArm.readout_buffers` in its own compiled call.
+kernels on :attr:`PyBulletArm.readout_buffers` in its own compiled call; or, where
+PyBullet's C API can be reached (:mod:`robot.pybullet_native`), sends, steps and reads in
+one native call from that compiled call (:meth:`PyBulletArm.native_plant`, then
+:meth:`PyBulletArm.stepped_natively`).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from robot.debris import DebrisSpec, PathMotion, Payload, combined_link_mass, to
 from robot.models import ManipulatorModel
 from robot.pybullet_clients import client_pool
 from robot.pybullet_debris import PyBulletDebris
+from robot.pybullet_native import NativePlant, native_plant
 from robot.urdf import LinkInertial, model_urdf
 
 log = logging.getLogger(__name__)
@@ -171,6 +175,7 @@ class PyBulletArm:
         self._joints = list(range(n))
         self._shape = (n,)
         self._forces = [MOTOR_FORCE_LIMIT] * n
+        self._force_limits = np.array(self._forces)
         self._t_s = 0.0
         # The plant state lives in one flat buffer (q, qd, base position, quaternion xyzw,
         # velocity, angular velocity) refilled by one assignment per read; the state and
@@ -194,7 +199,9 @@ class PyBulletArm:
         #: The rigid twist :meth:`shed` added to keep the momentum: norms of its linear
         #: [m/s] and angular [rad/s] parts (NaN before a release).
         self.shed_correction = (math.nan, math.nan)
-        self._targets: list[float] | None = None  # the joint motors' rate targets, as last set
+        # the joint motors' rate targets, as last set (the native step's: its command array)
+        self._targets: list[float] | NDArray[np.float64] | None = None
+        self._native: NativePlant | str | None = None  # native_plant's, or why there is none
         self.reset()
 
     # ----------------------------------------------------------------- set-up
@@ -362,6 +369,33 @@ class PyBulletArm:
                 *pb.getBasePositionAndOrientation(body, physicsClientId=client),
                 *pb.getBaseVelocity(body, physicsClientId=client))
 
+    def native_plant(self, targets: NDArray[np.float64]) -> NativePlant | str:
+        """This arm's plant step through PyBullet's C API (:mod:`robot.pybullet_native`),
+        sending ``targets`` [rad/s] (the joint command's rate array, read at each step;
+        :meth:`send`'s checks run in the step) and reading into :attr:`readout_buffers`;
+        or why there is none (the GUI, another pybullet build, ...). Built on the first
+        call and kept while ``targets`` is the same array."""
+        native = self._native
+        if isinstance(native, str):
+            return native
+        if native is not None and native.targets is targets:
+            return native
+        if self._gui:
+            self._native = "the GUI's client is not a DIRECT connection"
+            return self._native
+        self._native = native_plant(self._pb, self._client, self._body, self._n, targets, self._force_limits,
+                                    self._raw, self._before)
+        return self._native
+
+    def stepped_natively(self, targets: NDArray[np.float64]) -> None:
+        """The bookkeeping of :meth:`send` then :meth:`advance_raw` after the native plant
+        step sent ``targets``, stepped and loaded the state into :attr:`readout_buffers`."""
+        self._targets = targets
+        t = self._t_s = self._t_s + self.dt_s
+        self._state.t_s = self._measurement.t_s = t
+        self._have_before = True
+        self._fresh = True
+
     @property
     def readout_buffers(self) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
         """The plant state after and before the last step (``kern.plant_readout``'s
@@ -479,7 +513,7 @@ class PyBulletArm:
         position, orientation = pb.getBasePositionAndOrientation(old, physicsClientId=client)
         velocity, angular = pb.getBaseVelocity(old, physicsClientId=client)
         joints = pb.getJointStates(old, self._joints, physicsClientId=client)
-        targets = [float(s[1]) for s in joints] if self._targets is None else self._targets
+        targets = [float(s[1]) for s in joints] if self._targets is None else [float(v) for v in self._targets]
         inertial: LinkInertial | None = None
         if payload is not None:
             last = self.model.links[-1]
@@ -496,6 +530,8 @@ class PyBulletArm:
         self._body = body
         self.carried = payload
         self._fresh = False
+        if isinstance(self._native, NativePlant):
+            self._native.bind_arm(body)
 
     def link_positions_m(self) -> NDArray[np.float64]:
         """(n_joints + 2, 3) points for drawing, task frame: base centre, joint origins,
@@ -513,6 +549,7 @@ class PyBulletArm:
         client, self._client = self._client, -1
         if client < 0:
             return
+        self._native = None
         if not self._gui:
             client_pool(self._pb).release(client)
             return

@@ -31,6 +31,7 @@ from capture_trainer.errors import PhysicsError
 from robot import _kernels as kern
 from robot.debris import (ContactModel, DebrisReading, DebrisSpec, PathMotion, Payload, PayloadRelease,
                           quaternion_matrix)
+from robot.pybullet_native import DEBRIS_FULL, DEBRIS_NONE, DEBRIS_POSE
 
 #: The contact query runs while the surface gap is below this plus one tick's closing [m].
 CONTACT_QUERY_MARGIN_M = 0.01
@@ -316,6 +317,25 @@ class PyBulletDebris:
                 return None
             return self._payload_pose(self.proxy_follows)
         return self._body_pose()
+
+    def native_read(self, t_s: float) -> int:
+        """What :meth:`query` at ``t_s`` reads, for a caller that reads the body itself
+        (the native plant step, :mod:`robot.pybullet_native`): ``DEBRIS_FULL`` (its pose
+        and velocities), ``DEBRIS_POSE`` (its pose: it coasts, its velocities are
+        :attr:`coasting_velocities`), ``DEBRIS_NONE`` (carried: its reading comes off the
+        arm's, as when :meth:`query` gives None); -1 when only :meth:`query` can (the tick
+        of the merge, a carried proxy kept in place), then nothing is done."""
+        if self._to_carry is not None or (self.carried and (self._carried_reader is None or self.proxy_follows)):
+            return -1
+        self._t_s = t_s
+        if self.carried:
+            return DEBRIS_NONE
+        return DEBRIS_POSE if self._coasting else DEBRIS_FULL
+
+    @property
+    def coasting_velocities(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """Its velocity [m/s] and spin [rad/s] while nothing acts on it (the initial ones)."""
+        return self._initial_velocities
 
     def _body_pose(self) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
         """The free body's centre [m], attitude (xyzw), velocity [m/s] and spin [rad/s]."""

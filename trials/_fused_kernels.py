@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 
+from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
 from numba.core.imputils import impl_ret_untracked
@@ -50,8 +51,8 @@ depends_on(__file__, gk, hk, rk)
  A_DG_GAINS, A_DG_E0, A_DG_DE0, A_DG_SINCE, A_WALL_LO, A_WALL_HI, A_WALL_BACK, A_JL_LO, A_JL_HI,
  A_ROW,
  A_RAW, A_BEFORE, A_ARM_ARENA, A_ATTITUDE, A_TORQUE, A_ARM_XYZ, A_ARM_ROT, A_ARM_AXIS, A_ARM_EE_OFFSET,
- A_ARM_BASE_INERTIA, A_DEBRIS, A_CHUNK, A_CHUNK_FLAGS, A_ROWTAB) = range(99)
-N_ADDRESSES = 99
+ A_ARM_BASE_INERTIA, A_DEBRIS, A_CHUNK, A_CHUNK_FLAGS, A_ROWTAB, A_DEBRIS_STATE) = range(100)
+N_ADDRESSES = 100
 
 # ---------------------------------------------------------------- the scalar vector
 # constants (set when the tick is lifted)
@@ -72,8 +73,10 @@ L_RATE_TICKS, L_RATE_FIRST, L_RATE_LAST = 44, 45, 46
 C_ARM_DT, C_HAS_DEBRIS = 47, 48
 # the arm carries the debris: its reading from the arm's read-out (rk.carried_reading), 0/1
 C_CARRIED = 49
+# the native plant step's return code (plant_native; robot.pybullet_native's codes)
+C_NATIVE_CODE = 50
 # the law: up to MAX_TERMS terms of TERM_SIZE slots from LAW0: kind, scale, then its own
-LAW0, TERM_SIZE, MAX_TERMS = 50, 8, 6
+LAW0, TERM_SIZE, MAX_TERMS = 51, 8, 6
 N_SCALARS = LAW0 + TERM_SIZE * MAX_TERMS
 # term kinds
 T_NONE, T_DG, T_APF, T_WALLS, T_REACH, T_JOINTS, T_REACTION = range(7)
@@ -274,6 +277,48 @@ def pre_plant(tab, sc, t_s):  # type: ignore[no-untyped-def]
     return GO
 
 
+@intrinsic
+def _call_step(typingctx, function, plant, mode):  # type: ignore[no-untyped-def]
+    """``int function(void *plant, int64 mode)`` called at the address ``function``
+    (``ct_plant_step`` of ``robot/native/pb_plant.c``); the addresses are arguments, not
+    globals, so the kernel that calls it stays cacheable."""
+    if not all(isinstance(arg, types.Integer) for arg in (function, plant, mode)):
+        return None
+
+    def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
+        i8p = ir.IntType(8).as_pointer()
+        fnty = ir.FunctionType(ir.IntType(32), [i8p, ir.IntType(64)])
+        callee = builder.inttoptr(context.cast(builder, args[0], sig.args[0], types.int64), fnty.as_pointer())
+        result = builder.call(callee, [builder.inttoptr(context.cast(builder, args[1], sig.args[1], types.int64), i8p),
+                                       context.cast(builder, args[2], sig.args[2], types.int64)])
+        return context.cast(builder, result, types.int32, types.int64)
+
+    return types.int64(function, plant, mode), codegen
+
+
+@njit(cache=True)
+def _arm_readout(tab, sc):  # type: ignore[no-untyped-def]
+    """``plant_readout`` (``PyBulletArm.measure``'s kernel) of the state just loaded
+    into the arm's buffers, into the measurement."""
+    n = int(sc[C_N])
+    size = 2 * n + 13
+    rk.plant_readout(_af(tab, A_RAW, (size,)), _af(tab, A_BEFORE, (size,)), True, _af(tab, A_ARM_XYZ, (n, 3)),
+                     _af(tab, A_ARM_ROT, (n, 3, 3)), _af(tab, A_ARM_AXIS, (n, 3)), _v3(tab, A_ARM_EE_OFFSET),
+                     _af(tab, A_ARM_BASE_INERTIA, (3, 3)), sc[C_ARM_DT], _v3(tab, A_EE), _v3(tab, A_EE_V),
+                     _v3(tab, A_ATTITUDE), _v3(tab, A_TORQUE),
+                     _af(tab, A_ARM_ARENA, (int(tab[A_ARM_ARENA + N_ADDRESSES]),)))
+
+
+@njit(cache=True)
+def _carried_read(tab, sc):  # type: ignore[no-untyped-def]
+    """The carried debris' reading off the arm's state just loaded; its gap [m]."""
+    n = int(sc[C_N])
+    return rk.carried_reading(_af(tab, A_DEBRIS, (rk.N_DEBRIS,)), _af(tab, A_RAW, (2 * n + 13,)),
+                              _af(tab, A_ARM_XYZ, (n, 3)), _af(tab, A_ARM_ROT, (n, 3, 3)), _af(tab, A_ARM_AXIS, (n, 3)),
+                              _v3(tab, A_ARM_EE_OFFSET), _v3(tab, A_EE), True,
+                              _af(tab, A_ARM_ARENA, (int(tab[A_ARM_ARENA + N_ADDRESSES]),)))
+
+
 @njit(cache=True)
 def plant_read(tab, sc, arm, debris):  # type: ignore[no-untyped-def]
     """The plant's read-outs after the step, from PyBullet's tuples: the arm's
@@ -288,23 +333,36 @@ def plant_read(tab, sc, arm, debris):  # type: ignore[no-untyped-def]
     call its own dispatch."""
     n = int(sc[C_N])
     size = 2 * n + 13
-    raw = _af(tab, A_RAW, (size,))
-    rk.plant_load(raw, _af(tab, A_BEFORE, (size,)), arm[0], arm[1], arm[2], arm[3], arm[4])
-    ee = _v3(tab, A_EE)
-    rk.plant_readout(raw, _af(tab, A_BEFORE, (size,)), True, _af(tab, A_ARM_XYZ, (n, 3)),
-                     _af(tab, A_ARM_ROT, (n, 3, 3)), _af(tab, A_ARM_AXIS, (n, 3)), _v3(tab, A_ARM_EE_OFFSET),
-                     _af(tab, A_ARM_BASE_INERTIA, (3, 3)), sc[C_ARM_DT], ee, _v3(tab, A_EE_V),
-                     _v3(tab, A_ATTITUDE), _v3(tab, A_TORQUE),
-                     _af(tab, A_ARM_ARENA, (int(tab[A_ARM_ARENA + N_ADDRESSES]),)))
+    rk.plant_load(_af(tab, A_RAW, (size,)), _af(tab, A_BEFORE, (size,)), arm[0], arm[1], arm[2], arm[3], arm[4])
+    _arm_readout(tab, sc)
     if sc[C_HAS_DEBRIS] == 0.0:
         return math.nan
     if sc[C_CARRIED] != 0.0:
-        return rk.carried_reading(_af(tab, A_DEBRIS, (rk.N_DEBRIS,)), raw, _af(tab, A_ARM_XYZ, (n, 3)),
-                                  _af(tab, A_ARM_ROT, (n, 3, 3)), _af(tab, A_ARM_AXIS, (n, 3)),
-                                  _v3(tab, A_ARM_EE_OFFSET), ee, True,
-                                  _af(tab, A_ARM_ARENA, (int(tab[A_ARM_ARENA + N_ADDRESSES]),)))
-    return rk.debris_reading(_af(tab, A_DEBRIS, (rk.N_DEBRIS,)), debris[0], debris[1], debris[2], debris[3], ee,
-                             True)
+        return _carried_read(tab, sc)
+    return rk.debris_reading(_af(tab, A_DEBRIS, (rk.N_DEBRIS,)), debris[0], debris[1], debris[2], debris[3],
+                             _v3(tab, A_EE), True)
+
+
+@njit(cache=True)
+def plant_native(tab, sc, step, plant, debris_mode):  # type: ignore[no-untyped-def]
+    """The plant stage through PyBullet's C API: ``ct_plant_step`` at the address
+    ``step`` on the plant ``plant`` (``robot.pybullet_native.NativePlant``: the joint
+    command out, one step, the arm's state into its buffers and, by ``debris_mode``, the
+    debris' into ``tab[A_DEBRIS_STATE]``), then :func:`plant_read`'s read-outs on those
+    arrays. Its code goes to ``sc[C_NATIVE_CODE]`` (not 0: nothing was read, NaN
+    returned); returns the debris' surface gap [m] (NaN without a debris)."""
+    code = _call_step(step, plant, debris_mode)  # type: ignore[call-arg, var-annotated]  # numba: typingctx
+    sc[C_NATIVE_CODE] = code
+    if code != 0:
+        return math.nan
+    _arm_readout(tab, sc)
+    if sc[C_HAS_DEBRIS] == 0.0:
+        return math.nan
+    if sc[C_CARRIED] != 0.0:
+        return _carried_read(tab, sc)
+    state = _af(tab, A_DEBRIS_STATE, (13,))
+    return rk.debris_reading(_af(tab, A_DEBRIS, (rk.N_DEBRIS,)), state[0:3], state[3:7], state[7:10], state[10:13],
+                             _v3(tab, A_EE), True)
 
 
 @njit(cache=True)

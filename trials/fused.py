@@ -49,6 +49,7 @@ from haptics.simulated import SimulatedDevice
 from robot import _kernels as rk
 from robot.pybullet_arm import PyBulletArm
 from robot.pybullet_debris import PyBulletDebris
+from robot.pybullet_native import DEBRIS_NONE, NativePlant, raise_step_error
 from robot.slave import SlaveController
 from trials import _fused_kernels as fk
 from trials.recorder import TrialRecorder
@@ -215,6 +216,11 @@ class FusedTick:
         self._slot_start = 0
         self._slot_end = 0
         self._debris: PyBulletDebris | None = None
+        # the plant step through PyBullet's C API (robot.pybullet_native), when the arm
+        # has one for the slave's command array; plant_path says which the stage takes
+        self._native: NativePlant | None = None
+        self._native_centre = self._dummy[:3]
+        self.plant_path = "python: not lifted yet"
         self.lifted = False
         self._restage = False  # the next tick runs staged (the tool has just closed)
         self.ran_python = False  # this tick ran its stages in Python (an event)
@@ -357,6 +363,9 @@ class FusedTick:
         self._debris = tick.scene if type(tick.scene) is PyBulletDebris else None
         if self._debris is not None:
             put(fk.A_DEBRIS, self._debris.readout_buffer)
+        self._bind_native(arm)
+        if self._native is not None:
+            put(fk.A_DEBRIS_STATE, self._native.debris_state)
         for term in self.terms:
             law = term.law
             if isinstance(law, DynamicGuidance):
@@ -390,6 +399,26 @@ class FusedTick:
                 tab[index + fk.N_ADDRESSES] = dummy.size
                 held[index] = dummy
         self._slot_end = 0  # the recorder's chunk: point the kernel at it again at the next row
+
+    def _bind_native(self, arm: PyBulletArm) -> None:
+        """The arm's native plant step for the slave's command array (its debris bound),
+        or the reason the plant stage keeps PyBullet's Python calls."""
+        self._native = None
+        if not self._plant_read:
+            self.plant_path = "python: the arm's measurement is not the tick's"
+            return
+        native = arm.native_plant(self.parts.slave.last_command.qd_rad_s)
+        if isinstance(native, str):
+            self.plant_path = f"python: {native}"
+            return
+        debris = self._debris
+        if debris is None:
+            native.bind_debris(None)
+        else:
+            native.bind_debris(debris.body_id, *debris.coasting_velocities)
+        self._native = native
+        self._native_centre = native.debris_state[:3]
+        self.plant_path = "native: PyBullet's C API (robot/native/pb_plant.c)"
 
     def lift(self) -> bool:
         """Take the stages' Python state into the kernels' vectors; False when the next
@@ -582,6 +611,9 @@ class FusedTick:
             return
         tick, parts = self.tick, self.parts
         arm = parts.arm
+        native = self._native
+        if native is not None and self._native_plant(native, arm, tick):
+            return
         arm.send(parts.slave.last_command)
         t_next = tick._t_next_s = tick._t + tick.dt_s
         if self._plant_read:
@@ -609,6 +641,40 @@ class FusedTick:
             self.lower()
             tick._share(m)
         tick.scene.read(t_next, m.ee_position_m, m.ee_velocity_m_s)
+
+    def _native_plant(self, native: NativePlant, arm: Any, tick: ServoTick) -> bool:
+        """:meth:`plant` through the native step (:func:`trials._fused_kernels.plant_native`);
+        False when this tick needs the Python calls (a new command array, the tick of
+        the merge, a carried proxy kept in place), then nothing was done."""
+        targets = self.parts.slave.last_command.qd_rad_s
+        if targets is not native.targets or arm._native is not native:  # a new command array; a closed arm
+            return False
+        t_next = tick._t + tick.dt_s
+        debris = self._debris
+        sc = self.sc
+        if debris is None:
+            mode = DEBRIS_NONE
+        else:
+            mode = debris.native_read(t_next)
+            if mode < 0:
+                return False
+            sc[fk.C_CARRIED] = 1.0 if mode == DEBRIS_NONE else 0.0
+        if not arm._fresh:
+            arm._read()
+        if arm._body != native.arm_body:
+            native.bind_arm(arm._body)
+        tick._t_next_s = t_next
+        gap = fk.plant_native(self.tab, sc, native.step_address, native.address, mode)
+        if sc[fk.C_NATIVE_CODE] != 0.0:
+            raise_step_error(int(sc[fk.C_NATIVE_CODE]), targets)
+        arm.stepped_natively(targets)
+        if debris is None:
+            m = tick._m
+            tick.scene.read(t_next, m.ee_position_m, m.ee_velocity_m_s)
+        else:
+            debris.settle(debris.centre_m if mode == DEBRIS_NONE else self._native_centre, gap,
+                          tick._m.ee_velocity_m_s)
+        return True
 
     def post(self) -> None:
         """The capture monitor (Python), then law, framing, safety, hand, row (compiled);

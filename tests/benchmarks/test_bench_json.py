@@ -62,6 +62,7 @@ def test_servo_json(model: str) -> None:
     # no tick of this world runs faster than its plant stage: one millisecond over it
     assert out["plant_ceiling_realtime_factor"] == pytest.approx(1e3 / fused["plant"]["median"])
     assert out["plant_ceiling_realtime_factor"] > out["realtime_factor"]
+    assert out["plant_path"].startswith("native: ")  # PyBullet's C API (robot.pybullet_native)
 
 
 def test_throughput_json_with_a_study() -> None:
@@ -77,6 +78,7 @@ def test_throughput_json_with_a_study() -> None:
     assert out["reference"]["cpu_realtime_factor"] > 0.0
     assert out["cold"]["start_up_seconds"] > 0.0
     assert out["fused"] is True and out["tick_path"]["fused"] is True
+    assert out["plant_path"].startswith("native: ")
     assert out["reference"]["loop_realtime_factor"] > out["reference"]["realtime_factor"] > 0.0
     study = out["study"]
     assert study["trials"] == 3 and study["workers_1"]["trials"] == 3 and study["workers_1"]["failed"] == 0

@@ -29,6 +29,8 @@ def _run(request: TrialRequest, out: Path, staged: bool) -> tuple[np.ndarray, np
     while tick():
         rows.append(tick.parts.recorder.row.copy())
         flags.append(tick.parts.recorder.flag_bits)
+    if not staged:  # the fused plant stage stepped through PyBullet's C API (robot.pybullet_native)
+        assert tick._fused.plant_path.startswith("native"), tick._fused.plant_path
     summary = trial.finish()
     return np.array(rows), np.array(flags), summary, trial
 
