@@ -171,14 +171,18 @@ def measure_stall(
 
     def tick() -> bool:
         device.read()
-        device.command_force(force)
         count[0] += 1
-        if count[0] == lead_ticks:
+        stalling = count[0] == lead_ticks
+        if stalling and kind != "gil_hog":
+            # stamped before this tick's force, the last fresh one: a machine pause between
+            # the two must not put the watchdog's ramp before the stall's beginning
+            stamps["begin"] = now()
+        device.command_force(force)
+        if stalling:
             if kind == "sleeping_tick":
-                stamps["begin"] = now()
                 time.sleep(stall_s)
             elif kind == "stuck_tick":
-                stamps["begin"] = begin = now()
+                begin = stamps["begin"]
                 while now() - begin < stall_s:
                     pass
             else:
