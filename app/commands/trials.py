@@ -186,6 +186,9 @@ def _executor_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scheduler", metavar="ADDR",
                         help="the Dask scheduler with --executor dask: tcp://127.0.0.1:8786 on this machine, "
                         "tls://HOST:PORT off it (Dask's TLS configuration)")
+    parser.add_argument("--chunk-size", type=arguments.integer(1, 10_000), default=None, metavar="N",
+                        help="trials handed to a worker at a time (default: 1 on the local pool; on Dask up to 4, "
+                        "keeping at least 32 tasks per worker)")
 
 
 def _study(args: argparse.Namespace) -> int:
@@ -212,7 +215,8 @@ def _study(args: argparse.Namespace) -> int:
 
             check_scheduler(args.scheduler)
         result = run_study(load_protocol(args.protocol), args.out, workers=args.workers, force=args.force,
-                           run_trial=trial_function, executor=args.executor, scheduler=args.scheduler)
+                           run_trial=trial_function, executor=args.executor, scheduler=args.scheduler,
+                           chunk_size=args.chunk_size)
     except StudyInterrupted as stop:
         return _stopped(stop, args)
     replaced = f", {result.replaced} replaced" if result.replaced else ""
@@ -243,7 +247,7 @@ def _sweep(args: argparse.Namespace) -> int:
     print(f"sweep {prepared[0].name}: {len(prepared[1])} scenario variants", file=sys.stderr)
     try:
         result, _ = run_sweep(reference, args.out, prepared, workers=args.workers, force=args.force, executor=args.executor,
-                              scheduler=args.scheduler)
+                              scheduler=args.scheduler, chunk_size=args.chunk_size)
     except StudyInterrupted as stop:
         return _stopped(stop, args)
     table, figure = write_sweep_results(args.out)

@@ -92,7 +92,8 @@ def test_the_sweep_runs_on_a_two_process_dask_cluster_like_locally(tmp_path: Pat
 
     path = _file(tmp_path, '[grid]\n"guidance.dg.k_p" = [5.0, 9.0]\n"capture.time_limit_s" = [1.0]\n')
     root = str(Path(__file__).resolve().parents[2])
-    for out, options in (("local", []), ("dask", ["--executor", "dask-local", "--workers", "2"])):
+    # two trials per Dask task (a chunk), one per local task
+    for out, options in (("local", []), ("dask", ["--executor", "dask-local", "--workers", "2", "--chunk-size", "2"])):
         result = subprocess.run([sys.executable, "-m", "app.cli", "sweep", str(path), "--out", str(tmp_path / out),
                                  *options], capture_output=True, text=True, timeout=240, cwd=tmp_path,
                                 stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": root}, check=False)
@@ -105,6 +106,17 @@ def test_the_sweep_runs_on_a_two_process_dask_cluster_like_locally(tmp_path: Pat
     for column in ("impact_velocity_m_s", "time_to_reach_s", "outcome"):
         assert local[column].tolist() == on_dask[column].tolist() or (
             local[column].isna().tolist() == on_dask[column].isna().tolist()), column
+
+
+@pytest.mark.parametrize(("trials", "workers", "chunk"), [
+    (4, 2, 1), (63, 2, 1), (64, 2, 1), (128, 2, 2), (200, 2, 3), (256, 2, 4), (1080, 2, 4), (100_000, 8, 4),
+    (1080, 64, 1),
+])
+def test_dask_tasks_are_chunked_only_while_every_worker_keeps_32_of_them(trials: int, workers: int,
+                                                                         chunk: int) -> None:
+    from trials.study import dask_chunk_size
+
+    assert dask_chunk_size(trials, workers) == chunk
 
 
 @pytest.mark.parametrize(("address", "ok"), [
