@@ -7,8 +7,9 @@ microseconds (median, p99, p99.9, max) and the resident-memory growth over the r
 
 Two runs of the same trial, back to back in one process: the tick as trials run it
 (fused when the parts allow, :mod:`trials.fused`) gives ``tick_us``, ``realtime_factor``,
-``fused_stages_us`` (pre-plant, plant, post-plant) and ``tick_to_plant_ratio`` (its tick
-median over its plant stage's median); the staged reference path gives ``stages_us``
+``fused_stages_us`` (pre-plant, plant, post-plant), ``tick_to_plant_ratio`` (its tick
+median over its plant stage's median) and ``tick_minus_plant_us`` (their difference: what
+the tick costs besides the PyBullet world); the staged reference path gives ``stages_us``
 (the nine stages) and the ``reference`` figures. ``plant_ceiling_realtime_factor`` is
 what a tick made of its plant stage alone would reach (one period over the plant stage's
 median): no trial of this world runs faster, whatever the rest of the tick costs. The
@@ -63,6 +64,7 @@ def measure_servo(model: str, ticks: int, condition: str = "dg") -> dict[str, ob
         result["fused_stages_us"] = None
         plant_us = ref_stages["plant"]["median"]  # type: ignore[index]
     result["tick_to_plant_ratio"] = result["tick_us"]["median"] / plant_us  # type: ignore[index]
+    result["tick_minus_plant_us"] = result["tick_us"]["median"] - plant_us  # type: ignore[index]
     result["plant_ceiling_realtime_factor"] = 1e6 * DT_S / plant_us
     result["fused"] = fused
     reference.pop("plant_path")

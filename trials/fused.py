@@ -4,10 +4,12 @@ compiled calls around the plant (docs/architecture.md, "The fused tick").
 Per tick, when the trial's parts allow it (:func:`choose_path`):
 
     pre_plant  (compiled)  participant drive, device step, mapping, slave controller
-    plant      (Python + compiled)  arm.send, PyBullet step and queries (PyBullet's
-                           calls in Python), then one compiled call for the arm's and
-                           the debris' read-outs (their own kernels), then the debris'
-                           contact and thrust (Python, as staged)
+    plant      (compiled + Python)  one compiled call: the joint command, PyBullet's
+                           step and one state request per body through PyBullet's C
+                           API (robot.pybullet_native; where it cannot be reached,
+                           arm.send, the step and the queries in Python first), then the
+                           arm's and the debris' read-outs (their own kernels); then
+                           the debris' contact and thrust (Python, as staged)
     post_plant (Python + compiled)  capture monitor (Python, as staged), then the law
                            with its fixtures, framing, safety layer, the hand's view,
                            the row, written into the recorder's chunk (compiled)
@@ -70,10 +72,11 @@ FUSED_STAGE_CONTENTS = {
                  "command, hand force to task frame), slave controller (eq. 10, eq. 6, integration); the "
                  "automatic capture's commander in Python before it; a tick that must run Python (re-plan, "
                  "clutch, first tick, closing step) runs whole, stage by stage, here",
-    "plant": "the PyBullet world of arm and debris body: arm.send (joint-rate motors), stepSimulation and "
-             "PyBullet's queries of arm and debris (Python), then one compiled call: the arm's read-out (joint "
-             "and base state, end effector, base torque) and the debris' (fixture pose and velocities, offset, "
-             "gap); the penalty contact near the fixture and a thrust (Python)",
+    "plant": "the PyBullet world of arm and debris body: one compiled call that sends the joint-rate motors' "
+             "command, steps and reads arm and debris through PyBullet's C API (plant_path; else arm.send, "
+             "stepSimulation and PyBullet's queries in Python, then the compiled read-outs): the arm's read-out "
+             "(joint and base state, end effector, base torque) and the debris' (fixture pose and velocities, "
+             "offset, gap); the penalty contact near the fixture and a thrust (Python)",
     "post_plant": "the capture monitor (Python), then one compiled call: law and fixtures, framing, safety "
                   "layer, what the simulated hand sees, the row and flags, written into the recorder's chunk",
 }

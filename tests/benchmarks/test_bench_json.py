@@ -57,6 +57,7 @@ def test_servo_json(model: str) -> None:
     assert set(fused) == set(FUSED_STAGES) == set(out["fused_stage_contents"])
     assert sum(fused[s]["median"] for s in FUSED_STAGES) <= out["tick_us"]["max"]
     assert out["tick_to_plant_ratio"] == pytest.approx(out["tick_us"]["median"] / fused["plant"]["median"])
+    assert out["tick_minus_plant_us"] == pytest.approx(out["tick_us"]["median"] - fused["plant"]["median"])
     assert reference["tick_to_plant_ratio"] == pytest.approx(reference["tick_us"]["median"]
                                                              / out["stages_us"]["plant"]["median"])
     # no tick of this world runs faster than its plant stage: one millisecond over it
