@@ -12,6 +12,7 @@ The C API needs the module's connection handle, which pybullet keeps in a privat
 (``sPhysicsClients1`` in ``pybullet.c``) that it does not export. It is found through the
 shared object's own symbol table (:func:`elf_symbols`) and trusted only when
 
+* the module speaks the shared-memory API version whose status codes the step knows,
 * every symbol is found and the module's exported functions sit where the table says,
 * the handle's object is a ``PhysicsDirect`` (its vtable pointer; DIRECT clients only),
 * one actual-state request through the C API reads, bit for bit, what the module's
@@ -43,8 +44,10 @@ from capture_trainer.native import build_library
 SOURCE = Path(__file__).with_name("native") / "pb_plant.c"
 SWITCH = "CAPTURE_TRAINER_NATIVE_PLANT"  # "0": keep PyBullet's Python calls
 MAX_JOINTS = 16  # CT_MAX_JOINTS
-# EnumSharedMemoryServerStatus (SharedMemoryPublic.h, API version 202010061); the actual
-# state's is checked against the server's answer before a handle is trusted
+# EnumSharedMemoryServerStatus (SharedMemoryPublic.h) of the shared-memory API version
+# below (pybullet.getAPIVersion(); Bullet changes it with the command protocol); the
+# actual state's is also checked against the server's answer before a handle is trusted
+API_VERSION = 202010061
 STATUS_ACTUAL_STATE_COMPLETED = 21
 STATUS_STEP_COMPLETED = 26
 KD_DEFAULT = 1.0  # setJointMotorControlArray's velocityGains default
@@ -127,6 +130,9 @@ class _Module:
         path = getattr(pb, "__file__", None)
         if sys.platform != "linux" or not path:
             raise PhysicsError("the native plant step needs pybullet's shared object on Linux")
+        version = pb.getAPIVersion()
+        if version != API_VERSION:
+            raise PhysicsError(f"pybullet's API version is {version}; the native plant step knows {API_VERSION}")
         symbols = elf_symbols(path, _API + _PRIVATE)
         missing = [name for name in _API + _PRIVATE if name not in symbols]
         if missing:

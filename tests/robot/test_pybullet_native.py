@@ -140,6 +140,16 @@ def test_without_the_module_s_client_there_is_a_reason_not_a_crash(monkeypatch: 
     with PyBulletArm(MODELS["planar-3r"]) as arm:
         reason = arm.native_plant(np.zeros(3))
         assert isinstance(reason, str) and "turned off" in reason
+    monkeypatch.delenv(native.SWITCH)
+
+    class OtherBuild:  # another shared-memory protocol: its status codes are not known here
+        __file__ = pb.__file__
+
+        @staticmethod
+        def getAPIVersion() -> int:  # noqa: N802 - pybullet's name
+            return native.API_VERSION + 1
+
+    assert "API version" in str(native._module(OtherBuild()))  # type: ignore[arg-type]
     not_elf = tmp_path / "not-elf.so"
     not_elf.write_bytes(b"#!/bin/sh\n" * 10)
     assert native.elf_symbols(not_elf, ("anything",)) == {}
