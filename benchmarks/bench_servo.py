@@ -68,6 +68,7 @@ def measure_servo(model: str, ticks: int, condition: str = "dg") -> dict[str, ob
     result["plant_ceiling_realtime_factor"] = 1e6 * DT_S / plant_us
     result["fused"] = fused
     reference.pop("plant_path")
+    reference.pop("prepared_event_ticks")
     result["reference"] = {
         "tick_us": reference["tick_us"],
         "realtime_factor": reference["realtime_factor"],
@@ -110,6 +111,7 @@ def _measure(model: str, ticks: int, condition: str, staged: bool) -> dict[str, 
         wall = time.perf_counter() - started
         rss_after = rss_bytes()
         staged_ticks = None if fused is None else fused.staged_ticks
+        prepared_ticks = None if fused is None else fused.prepared_ticks
         plant_path = None if fused is None else fused.plant_path
         trial.finish()
     stamps = profile.stamps[: profile.count]
@@ -126,6 +128,7 @@ def _measure(model: str, ticks: int, condition: str, staged: bool) -> dict[str, 
         "realtime_factor": profile.count * DT_S / wall,
         "path": tick.path.as_dict(),
         "staged_event_ticks": staged_ticks,
+        "prepared_event_ticks": prepared_ticks,
         "plant_path": plant_path,
     }
 

@@ -549,6 +549,12 @@ def safety_filter(st, cfg, t_s, force, out):  # type: ignore[no-untyped-def]
             x *= k
             y *= k
             z *= k
+        if peak < _SMALLEST_NORMAL and hypot3(x, y, z) > peak:
+            # a subnormal limit: its scaled components round up to the smallest steps, whose
+            # norm can exceed it; nothing but zero stays under it (clamp_norm3 does the same)
+            x = 0.0
+            y = 0.0
+            z = 0.0
     # 4. rate limit
     px = out[0]
     py = out[1]

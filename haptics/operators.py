@@ -562,6 +562,25 @@ class HumanOperator:
         self._release_t = math.inf
         self._next_plan_t = t_s
 
+    def prepare_drive(self, t_s: float, position_dev_m: NDArray[np.float64],
+                      velocity_dev_m_s: NDArray[np.float64]) -> None:
+        """:meth:`drive`'s Python part for the period from ``t_s``: clutch or re-engage when
+        due, re-plan when due, refill the noise draws when low; the compiled drive follows
+        (in :meth:`drive`, or in the fused tick's kernel, which calls this alone on a
+        period that only re-plans or refills)."""
+        if self.buttons & BUTTON_ENGAGE:
+            if self.params.has_intent and self._next_plan_t < math.inf:
+                self._maybe_clutch(t_s, position_dev_m, velocity_dev_m_s)
+        elif t_s >= self._release_t:
+            self._release(t_s, position_dev_m)
+        if t_s >= self._next_plan_t or t_s >= self._s[_k.S_EVENT_T]:
+            row = self._delayed_row(t_s)
+            if row is not None:
+                self._plan(t_s, row)
+            self._s[_k.S_EVENT_T] = math.inf
+        if self._s[_k.S_NOISE_I] > _NOISE_DRAWS - 3:
+            self._refill()
+
     def drive(
         self,
         t_s: float,
@@ -602,18 +621,7 @@ class HumanOperator:
             felt_force_n: (3,) force the device applies to the stylus [N].
             out: (3,) written with the drive force [N].
         """
-        if self.buttons & BUTTON_ENGAGE:
-            if self.params.has_intent and self._next_plan_t < math.inf:
-                self._maybe_clutch(t_s, position_dev_m, velocity_dev_m_s)
-        elif t_s >= self._release_t:
-            self._release(t_s, position_dev_m)
-        if t_s >= self._next_plan_t or t_s >= self._s[_k.S_EVENT_T]:
-            row = self._delayed_row(t_s)
-            if row is not None:
-                self._plan(t_s, row)
-            self._s[_k.S_EVENT_T] = math.inf
-        if self._s[_k.S_NOISE_I] > _NOISE_DRAWS - 3:
-            self._refill()
+        self.prepare_drive(t_s, position_dev_m, velocity_dev_m_s)
         _k.operator_drive(
             self._s, self._p, self._vec, self._coef, self._noise_buf,
             t_s, position_dev_m, velocity_dev_m_s, felt_force_n, out,

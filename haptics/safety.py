@@ -93,8 +93,14 @@ def clamp_norm3(x: float, y: float, z: float, limit: float) -> tuple[float, floa
     if gain < _SMALLEST_NORMAL:
         # limit / norm is subnormal (huge vector, tiny limit) and has lost its precision:
         # scale the unit direction instead (no other case changes).
-        return x / norm * limit, y / norm * limit, z / norm * limit, True
-    return x * gain, y * gain, z * gain, True
+        cx, cy, cz = x / norm * limit, y / norm * limit, z / norm * limit
+    else:
+        cx, cy, cz = x * gain, y * gain, z * gain
+    if limit < _SMALLEST_NORMAL and math.hypot(cx, cy, cz) > limit:
+        # a subnormal limit: the components round up to the smallest steps, whose norm can
+        # exceed it (5e-324 on each axis is 1e-323); only zero stays under it
+        return 0.0, 0.0, 0.0, True
+    return cx, cy, cz, True
 
 
 def clamp_axis3(x: float, y: float, z: float, limit: float) -> tuple[float, float, float, bool]:

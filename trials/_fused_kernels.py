@@ -75,8 +75,10 @@ C_ARM_DT, C_HAS_DEBRIS = 47, 48
 C_CARRIED = 49
 # the native plant step's return code (plant_native; robot.pybullet_native's codes)
 C_NATIVE_CODE = 50
+# the participant's Python part of this period has run (EVENT_PLAN): no event check once
+L_PREPARED = 51
 # the law: up to MAX_TERMS terms of TERM_SIZE slots from LAW0: kind, scale, then its own
-LAW0, TERM_SIZE, MAX_TERMS = 51, 8, 6
+LAW0, TERM_SIZE, MAX_TERMS = 52, 8, 6
 N_SCALARS = LAW0 + TERM_SIZE * MAX_TERMS
 # term kinds
 T_NONE, T_DG, T_APF, T_WALLS, T_REACH, T_JOINTS, T_REACTION = range(7)
@@ -85,6 +87,10 @@ D_KIND, D_ALPHA, D_W, D_INTERVAL, D_T0, D_LAST_PLAN = range(2, 8)
 
 #: pre_plant's answers
 GO, EVENT = 0, 1
+#: pre_plant's answer when the participant only re-plans or refills its noise draws this
+#: period: Python runs that part alone (``HumanOperator.prepare_drive``), sets
+#: ``sc[L_PREPARED]`` and calls pre_plant again, instead of the whole tick staged
+EVENT_PLAN = 2
 
 
 @intrinsic
@@ -181,20 +187,21 @@ def _would_clutch(tab, sc, t_s):  # type: ignore[no-untyped-def]
 
 @njit(cache=True)
 def _operator_event(tab, sc, t_s):  # type: ignore[no-untyped-def]
-    """Whether ``HumanOperator.drive`` at ``t_s`` runs Python this period (a clutch, a
-    release, a re-plan, a noise refill): then the whole tick runs stage by stage. The
-    clutch test is ``HumanOperator._maybe_clutch``'s."""
+    """Whether ``HumanOperator.drive`` at ``t_s`` runs Python this period: :data:`EVENT`
+    for a clutch or a release (the buttons change: the whole tick runs stage by stage),
+    :data:`EVENT_PLAN` for a re-plan or a noise refill alone (``prepare_drive`` does
+    it), :data:`GO` for none. The clutch test is ``HumanOperator._maybe_clutch``'s."""
     s = _af(tab, A_OP_S, (hk.N_STATE,))
-    if s[hk.S_NOISE_I] > sc[C_NOISE_DRAWS] - 3:
-        return True
     if sc[L_OP_ENGAGED] != 0.0:
         if sc[C_OP_INTENT] != 0.0 and sc[L_OP_NEXT_PLAN] < math.inf:
             if sc[L_OP_HOLDING] == 0.0 and not sc[L_OP_LAST_GAP] < sc[C_OP_HOLDING_GAP]:
                 if _would_clutch(tab, sc, t_s):
-                    return True
+                    return EVENT
     elif t_s >= sc[L_OP_RELEASE]:
-        return True
-    return t_s >= sc[L_OP_NEXT_PLAN] or t_s >= s[hk.S_EVENT_T]
+        return EVENT
+    if s[hk.S_NOISE_I] > sc[C_NOISE_DRAWS] - 3 or t_s >= sc[L_OP_NEXT_PLAN] or t_s >= s[hk.S_EVENT_T]:
+        return EVENT_PLAN
+    return GO
 
 
 @njit(cache=True)
@@ -203,12 +210,17 @@ def pre_plant(tab, sc, t_s):  # type: ignore[no-untyped-def]
     (``SimulatedDevice.read``), the stylus mapped to the command
     (``HapticCommander.command``), the slave controller (``SlaveController.step`` up to
     ``arm.send``). Returns :data:`EVENT` (having changed nothing) when the participant
-    runs Python this period, else :data:`GO`."""
+    runs Python this period (:data:`EVENT_PLAN`: its re-plan or noise refill alone),
+    else :data:`GO`."""
     n = int(sc[C_N])
     if sc[C_HAS_DEVICE] != 0.0:
         t_dev = sc[L_DEV_T]
-        if _operator_event(tab, sc, t_dev):
-            return EVENT
+        if sc[L_PREPARED] != 0.0:
+            sc[L_PREPARED] = 0.0
+        else:
+            event = _operator_event(tab, sc, t_dev)
+            if event != GO:
+                return event
         pos = _v3(tab, A_DEV_POS)
         vel = _v3(tab, A_DEV_VEL)
         force = _v3(tab, A_SAFE_OUT)

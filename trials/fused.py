@@ -19,9 +19,11 @@ reference) runs the stage objects, the fused path calls the same kernels those o
 call (``trials._fused_kernels``) on the same arrays; what the objects keep in Python
 scalars is *lifted* into one scalar vector before fused ticks and *lowered* back into
 the objects before any Python stage code runs again. Ticks on which Python must run
-(the participant re-plans, clutches or re-engages; the first tick; the tick after the
-tool closes) run stage by stage: the tick lowers, runs the staged stages, and lifts
-again. Tests run both paths tick for tick (``tests/trials/test_fused.py``).
+(the participant clutches or re-engages; the first tick; the tick after the tool
+closes) run stage by stage: the tick lowers, runs the staged stages, and lifts again. A
+tick on which the participant only re-plans or refills its noise draws lowers, runs
+that alone (``HumanOperator.prepare_drive``), lifts and runs fused. Tests run both paths
+tick for tick (``tests/trials/test_fused.py``).
 
 The choice is explicit and typed: :class:`TickPath` says whether the trial's tick is
 fused and, if not, why; it is recorded in the trial log's metadata (``tick_path``) and in
@@ -70,8 +72,9 @@ FUSED_STAGES = ("pre_plant", "plant", "post_plant")
 FUSED_STAGE_CONTENTS = {
     "pre_plant": "one compiled call: operator drive, device step and heartbeat, mapping (stylus to task "
                  "command, hand force to task frame), slave controller (eq. 10, eq. 6, integration); the "
-                 "automatic capture's commander in Python before it; a tick that must run Python (re-plan, "
-                 "clutch, first tick, closing step) runs whole, stage by stage, here",
+                 "automatic capture's commander in Python before it; a tick that must run Python (clutch, "
+                 "first tick, closing step) runs whole, stage by stage, here; a re-plan alone runs in Python "
+                 "before the call",
     "plant": "the PyBullet world of arm and debris body: one compiled call that sends the joint-rate motors' "
              "command, steps and reads arm and debris through PyBullet's C API (plant_path; else arm.send, "
              "stepSimulation and PyBullet's queries in Python, then the compiled read-outs): the arm's read-out "
@@ -229,6 +232,7 @@ class FusedTick:
         self.ran_python = False  # this tick ran its stages in Python (an event)
         self.fused_ticks = 0
         self.staged_ticks = 0
+        self.prepared_ticks = 0  # of the fused ticks: the participant's re-plan ran in Python first
         self.stages = (self.pre, self.plant, self.post)
         if self.haptic:
             device = parts.commander.device
@@ -600,10 +604,33 @@ class FusedTick:
         t = tick._t = tick.k * tick.dt_s
         if not self.haptic:
             tick.parts.commander.command(t, tick._cmd_pos, tick._cmd_vel, tick._cmd_acc)
-        if fk.pre_plant(self.tab, self.sc, t) == fk.EVENT:
+        event = fk.pre_plant(self.tab, self.sc, t)
+        if event == fk.EVENT_PLAN:  # the participant re-plans (or refills its noise) only
+            event = self._prepared(t)
+        if event != fk.GO:
             self._staged()
             return
         self.fused_ticks += 1
+
+    def _prepared(self, t: float) -> int:
+        """The participant's Python part of this period alone
+        (``HumanOperator.prepare_drive``: the re-plan or the noise refill), between a
+        lower and a lift, then ``pre_plant`` again without its event check: what the
+        staged tick's device stage does before its compiled drive, without the other
+        eight stages in Python. Returns ``pre_plant``'s answer."""
+        self.lower()
+        commander = self.parts.commander
+        assert isinstance(commander, HapticCommander)  # EVENT_PLAN comes only from the participant
+        device = commander.device
+        assert isinstance(device, SimulatedDevice)
+        operator = device.operator
+        assert isinstance(operator, HumanOperator)
+        operator.prepare_drive(device.t_s, device.state.position_m, device.state.velocity_m_s)
+        if not self.lift():  # cannot happen (nothing lift checks has changed); staged then
+            raise RuntimeError("the fused tick could not lift after the participant's re-plan")
+        self.prepared_ticks += 1
+        self.sc[fk.L_PREPARED] = 1.0
+        return int(fk.pre_plant(self.tab, self.sc, t))
 
     def plant(self) -> None:
         """The PyBullet world: the joint command out, one step, the arm's and the debris'

@@ -64,6 +64,7 @@ def test_servo_json(model: str) -> None:
     assert out["plant_ceiling_realtime_factor"] == pytest.approx(1e3 / fused["plant"]["median"])
     assert out["plant_ceiling_realtime_factor"] > out["realtime_factor"]
     assert out["plant_path"].startswith("native: ")  # PyBullet's C API (robot.pybullet_native)
+    assert isinstance(out["prepared_event_ticks"], int) and isinstance(out["staged_event_ticks"], int)
 
 
 def test_throughput_json_with_a_study() -> None:

@@ -277,6 +277,9 @@ periods = st.one_of(st.floats(0.0, 0.003), st.just(DT), st.sampled_from([math.na
 
 @settings(max_examples=200, deadline=None)
 @given(rendering=rendering_configs, steps=st.lists(st.tuples(command, periods), min_size=1, max_size=80))
+# the smallest subnormal limit: each scaled component rounds up to it, their norm to twice it
+@example(rendering={"max_force_n": 5e-324, "saturation": "norm", "ramp_time_s": 0.0, "max_rate_n_s": 1.0},
+         steps=[((101522.0, 79894.0, 91190.0), 0.001)])
 def test_every_limit_holds_for_any_scenario_limits_commands_and_times(rendering, steps) -> None:
     layer = SafetyLayer(SPEC, SafetyConfig.for_rendering(**rendering, engaged_at_start=True))
     limit = min(rendering["max_force_n"], SPEC.max_force_n)
@@ -453,6 +456,7 @@ def test_the_one_path_frames_then_limits(forces, q, scale, rendering) -> None:
 @given(force=command, limit=st.floats(0.0, 100.0))
 @example(force=(0.0, 0.0, 1e308), limit=1e-5)  # limit / norm is subnormal
 @example(force=(0.0, 0.0, 1.0), limit=7.904462648500766e-161)  # tiny limit
+@example(force=(101522.0, 79894.0, 91190.0), limit=5e-324)  # a subnormal limit: only zero stays under it
 def test_clamps_are_bounded_and_finite_for_any_input(force, limit) -> None:
     nx, ny, nz, _ = clamp_norm3(*force, limit)
     ax, ay, az, _ = clamp_axis3(*force, limit)

@@ -31,6 +31,8 @@ def _run(request: TrialRequest, out: Path, staged: bool) -> tuple[np.ndarray, np
         flags.append(tick.parts.recorder.flag_bits)
     if not staged:  # the fused plant stage stepped through PyBullet's C API (robot.pybullet_native)
         assert tick._fused.plant_path.startswith("native"), tick._fused.plant_path
+        if isinstance(tick.parts.commander, HapticCommander):  # re-plans ran alone, the rest fused
+            assert tick._fused.prepared_ticks > 0
     summary = trial.finish()
     return np.array(rows), np.array(flags), summary, trial
 
