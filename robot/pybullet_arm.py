@@ -387,6 +387,16 @@ class PyBulletArm:
                                     self._raw, self._before)
         return self._native
 
+    def ready_to_step_natively(self, native: NativePlant) -> bool:
+        """Whether ``native`` (from :meth:`native_plant`) may step this arm now (False once
+        the arm is closed or has made another); the state before the step is read first
+        if it is not (:meth:`advance_raw` does the same)."""
+        if native is not self._native:
+            return False
+        if not self._fresh:
+            self._read()
+        return True
+
     def stepped_natively(self, targets: NDArray[np.float64]) -> None:
         """The bookkeeping of :meth:`send` then :meth:`advance_raw` after the native plant
         step sent ``targets``, stepped and loaded the state into :attr:`readout_buffers`."""

@@ -20,10 +20,11 @@ shared object's own symbol table (:func:`elf_symbols`) and trusted only when
 
 Otherwise :func:`native_plant` gives the reason and the fused tick keeps the Python
 calls; so does ``CAPTURE_TRAINER_NATIVE_PLANT=0`` in the environment (to compare the
-two, or to rule the native step out). The commands are those of the pybullet module (``pybullet.c`` at the 3.2.7 build):
-velocity control with the motor's target, ``kd`` 1.0 (the module's default) and force limit
-per joint, set at the joint's ``uIndex``; so a trial steps the same world on either path
-(``tests/robot/test_pybullet_native.py`` compares them tick for tick).
+two, or to rule the native step out). The commands are those of the pybullet module
+(``pybullet.c`` at the 3.2.7 build): velocity control with the motor's target, ``kd`` 1.0
+(the module's default) and force limit per joint, set at the joint's ``uIndex``; so a
+trial steps the same world on either path (``tests/robot/test_pybullet_native.py``
+compares them tick for tick).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ STATUS_ACTUAL_STATE_COMPLETED = 21
 STATUS_STEP_COMPLETED = 26
 KD_DEFAULT = 1.0  # setJointMotorControlArray's velocityGains default
 # ct_plant_step's return codes
-OK, NONFINITE, STEP_FAILED, READ_FAILED = 0, 1, 3, 4
+OK, NONFINITE, STEP_FAILED, READ_FAILED = 0, 1, 2, 3
 # the debris read of a step: none (no debris, or carried), its pose (coasting: its
 # velocities are the initial ones, kept in the buffer), its pose and velocities
 DEBRIS_NONE, DEBRIS_POSE, DEBRIS_FULL = 0, 1, 2
@@ -143,11 +144,9 @@ class _Module:
         if len(bases) != 1:
             raise PhysicsError("pybullet's exported functions do not sit where its symbol table says")
         base = bases.pop()
-        self.library = library
         self.api = _Api(*addresses)
         self.clients = base + symbols["sPhysicsClients1"]
         self.direct_vtable = base + symbols["_ZTV13PhysicsDirect"] + 16  # past offset-to-top and typeinfo
-        self.status_type = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)(addresses[_API.index("b3GetStatusType")])
         step = build_library(SOURCE, error=PhysicsError)
         self.step_library = ctypes.CDLL(str(step))
         self.step_address = ctypes.cast(self.step_library.ct_plant_step, ctypes.c_void_p).value or 0
@@ -212,6 +211,8 @@ class NativePlant:
         self._arrays = [targets, forces, arm_state, arm_before]
         self.debris_state = np.zeros(13)
         self.debris_state[6] = 1.0
+        #: the debris' centre [m], a view of :attr:`debris_state` (made once, not per tick)
+        self.debris_centre_m = self.debris_state[:3]
         plant = _Plant()
         plant.api = ctypes.addressof(module.api)
         plant.client = module.handle(client)
@@ -271,9 +272,9 @@ class NativePlant:
             raise PhysicsError("an actual-state request through pybullet's C API failed")
         body = int(plant.arm_body)
         joints = pb.getJointStates(body, list(range(n)), physicsClientId=client)
-        expected = [s[0] for s in joints] + [s[1] for s in joints] + self._base(body)
-        expected_debris = self._base(int(plant.debris_body)) if plant.debris_body >= 0 else list(scratch[2, :13])
-        if not (np.array_equal(scratch[0], expected) and np.array_equal(scratch[2, :13], expected_debris)):
+        arm_read = np.array_equal(scratch[0], [s[0] for s in joints] + [s[1] for s in joints] + self._base(body))
+        debris_read = plant.debris_body < 0 or np.array_equal(scratch[2, :13], self._base(int(plant.debris_body)))
+        if not (arm_read and debris_read):
             raise PhysicsError("pybullet's C API reads another state than its module: not the module's client")
 
     def _base(self, body: int) -> list[float]:

@@ -225,7 +225,6 @@ class FusedTick:
         # the plant step through PyBullet's C API (robot.pybullet_native), when the arm
         # has one for the slave's command array; plant_path says which the stage takes
         self._native: NativePlant | None = None
-        self._native_centre = self._dummy[:3]
         self.plant_path = "python: not lifted yet"
         self.lifted = False
         self._restage = False  # the next tick runs staged (the tool has just closed)
@@ -424,7 +423,6 @@ class FusedTick:
         else:
             native.bind_debris(debris.body_id, *debris.coasting_velocities)
         self._native = native
-        self._native_centre = native.debris_state[:3]
         self.plant_path = "native: PyBullet's C API (robot/native/pb_plant.c)"
 
     def lift(self) -> bool:
@@ -634,9 +632,10 @@ class FusedTick:
 
     def plant(self) -> None:
         """The PyBullet world: the joint command out, one step, the arm's and the debris'
-        read-outs (the plant stage of the fused tick). PyBullet's calls in Python, the
-        read-outs' arithmetic in one compiled call (:func:`trials._fused_kernels.plant_read`:
-        the arm's and the debris' own kernels)."""
+        read-outs (the plant stage of the fused tick): in one compiled call that steps
+        through PyBullet's C API (:meth:`_native_plant`), or PyBullet's calls in Python and
+        the read-outs' arithmetic in one compiled call
+        (:func:`trials._fused_kernels.plant_read`: the arm's and the debris' own kernels)."""
         if self.ran_python:
             return
         tick, parts = self.tick, self.parts
@@ -672,12 +671,14 @@ class FusedTick:
             tick._share(m)
         tick.scene.read(t_next, m.ee_position_m, m.ee_velocity_m_s)
 
-    def _native_plant(self, native: NativePlant, arm: Any, tick: ServoTick) -> bool:
+    def _native_plant(self, native: NativePlant, arm: PyBulletArm, tick: ServoTick) -> bool:
         """:meth:`plant` through the native step (:func:`trials._fused_kernels.plant_native`);
-        False when this tick needs the Python calls (a new command array, the tick of
-        the merge, a carried proxy kept in place), then nothing was done."""
+        False when this tick needs the Python calls (a new command array, a closed arm,
+        the tick of the merge, a carried proxy kept in place), then nothing was done."""
         targets = self.parts.slave.last_command.qd_rad_s
-        if targets is not native.targets or arm._native is not native:  # a new command array; a closed arm
+        if targets is not native.targets:
+            return False
+        if not arm.ready_to_step_natively(native):
             return False
         t_next = tick._t + tick.dt_s
         debris = self._debris
@@ -689,10 +690,6 @@ class FusedTick:
             if mode < 0:
                 return False
             sc[fk.C_CARRIED] = 1.0 if mode == DEBRIS_NONE else 0.0
-        if not arm._fresh:
-            arm._read()
-        if arm._body != native.arm_body:
-            native.bind_arm(arm._body)
         tick._t_next_s = t_next
         gap = fk.plant_native(self.tab, sc, native.step_address, native.address, mode)
         if sc[fk.C_NATIVE_CODE] != 0.0:
@@ -702,7 +699,7 @@ class FusedTick:
             m = tick._m
             tick.scene.read(t_next, m.ee_position_m, m.ee_velocity_m_s)
         else:
-            debris.settle(debris.centre_m if mode == DEBRIS_NONE else self._native_centre, gap,
+            debris.settle(debris.centre_m if mode == DEBRIS_NONE else native.debris_centre_m, gap,
                           tick._m.ee_velocity_m_s)
         return True
 

@@ -57,8 +57,8 @@ typedef struct {
 enum {
     CT_PLANT_OK = 0,
     CT_PLANT_NONFINITE = 1,
-    CT_PLANT_STEP_FAILED = 3,
-    CT_PLANT_READ_FAILED = 4,
+    CT_PLANT_STEP_FAILED = 2,
+    CT_PLANT_READ_FAILED = 3,
 };
 
 /* One actual-state request of body: its q and qd arrays (base first: 7 and 6 values). */

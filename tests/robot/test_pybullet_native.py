@@ -107,7 +107,7 @@ def test_a_non_finite_command_never_reaches_the_world() -> None:
             assert np.array_equal(_python_state(arm), raw)  # nothing stepped
         with pytest.raises(ArmError, match="non-finite"):
             native.raise_step_error(native.NONFINITE, targets)
-        with pytest.raises(PhysicsError, match="code 3"):
+        with pytest.raises(PhysicsError, match=f"code {native.STEP_FAILED}"):
             native.raise_step_error(native.STEP_FAILED, targets)
         native.raise_step_error(native.OK, targets)
 
