@@ -18,16 +18,21 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from analysis import cache
 from analysis.metrics import METRIC_NAMES, TrialMetrics, compute_metrics, first_reach, relative_position_m
 from analysis.outcomes import trial_outcome
-from analysis.trial import STUDY_TABLE_KEY, Trial, is_study_table, read_trial
-from capture_trainer.errors import AnalysisError
+from analysis.trial import STUDY_TABLE_KEY, Trial, is_study_table, make_trial, read_trial
+from capture_trainer import trial_log
+from capture_trainer.errors import AnalysisError, TrialLogError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 log = logging.getLogger(__name__)
 
@@ -102,20 +107,26 @@ def find_trial_files(root: str | os.PathLike[str]) -> list[Path]:
     Raises:
         AnalysisError: ``root`` does not exist or holds no trial file.
     """
+    files = [path for path in _candidate_files(root) if not is_study_table(path)]
+    if not files:
+        raise AnalysisError(f"{root}: no trial files (*.parquet) found")
+    return files
+
+
+def _candidate_files(root: str | os.PathLike[str]) -> list[Path]:
+    """``*.parquet`` under ``root`` (recursive, hidden files skipped), sorted, or
+    ``root`` itself when it is a file; exported study tables not told apart yet.
+
+    Raises:
+        AnalysisError: ``root`` does not exist.
+    """
     root = Path(root)
     if root.is_file():
         return [root]
     if not root.is_dir():
         raise AnalysisError(f"{root}: no such study directory or trial file")
-    files = [
-        path
-        for path in sorted(root.rglob("*.parquet"))
-        if not any(part.startswith(".") for part in path.relative_to(root).parts)
-        and not is_study_table(path)
-    ]
-    if not files:
-        raise AnalysisError(f"{root}: no trial files (*.parquet) found")
-    return files
+    return [path for path in sorted(root.rglob("*.parquet"))
+            if not any(part.startswith(".") for part in path.relative_to(root).parts)]
 
 
 def read_design(root: str | os.PathLike[str]) -> dict[str, Any] | None:
@@ -190,42 +201,104 @@ def trial_trace(trial: Trial, points: int = TRACE_POINTS) -> TrialTrace:
     )
 
 
-def open_study(root: str | os.PathLike[str], progress: ProgressCallback | None = None) -> Study:
+def open_study(root: str | os.PathLike[str], progress: ProgressCallback | None = None,
+               use_cache: bool = True) -> Study:
     """Load every trial under ``root`` with its metrics, thinned trajectories and design.
 
     Args:
         root: a study directory (or one trial file).
         progress: called as ``progress(done, total)`` after each file.
+        use_cache: take each trial's row and trace from the analysis cache
+            (:mod:`analysis.cache`) when its entry is current, and write the entries
+            computed here; False: read and measure every trial, write nothing.
 
     Raises:
         AnalysisError: no trial files, a file that is not a trial log, or two files with
             one trial_id.
     """
     root = Path(root)
-    files = find_trial_files(root)
+    candidates = _candidate_files(root)
     base = root if root.is_dir() else root.parent
     rows: list[dict[str, Any]] = []
     traces: dict[str, TrialTrace] = {}
     paths: dict[str, Path] = {}
-    for done, path in enumerate(files, start=1):
-        trial = read_trial(path)
-        if trial.trial_id in paths:
-            raise AnalysisError(
-                f"trial_id {trial.trial_id!r} appears twice: {paths[trial.trial_id]} and {path}"
-            )
-        metrics = compute_metrics(trial)
-        rows.append(trial_row(trial, metrics, path.relative_to(base).as_posix()))
-        traces[trial.trial_id] = trial_trace(trial)
-        paths[trial.trial_id] = path
-        if not trial.complete:
-            log.warning("%s: incomplete trial (complete=false), analysed as far as it goes", path)
+    for done, path in enumerate(candidates, start=1):
+        analysed = _analysed(path, use_cache)
+        if analysed is not None:
+            row, trace = analysed
+            if trace.trial_id in paths:
+                raise AnalysisError(
+                    f"trial_id {trace.trial_id!r} appears twice: {paths[trace.trial_id]} and {path}"
+                )
+            row["file"] = path.relative_to(base).as_posix()
+            rows.append(row)
+            traces[trace.trial_id] = trace
+            paths[trace.trial_id] = path
+            if not row["complete"]:
+                log.warning("%s: incomplete trial (complete=false), analysed as far as it goes", path)
         if progress is not None:
-            progress(done, len(files))
+            progress(done, len(candidates))
+    if not rows:
+        raise AnalysisError(f"{root}: no trial files (*.parquet) found")
     table = pd.DataFrame(rows, columns=list(ID_COLUMNS) + list(METRIC_NAMES))
     table["repetition"] = table["repetition"].astype("Int64")
     table["seed"] = table["seed"].astype("Int64")
     design = read_design(root) if root.is_dir() else None
     return Study(root=root, table=table, design=design, traces=traces, paths=paths)
+
+
+def analyse_trial(trial: Trial) -> tuple[dict[str, Any], TrialTrace]:
+    """A trial's study-table row (``file`` empty) and thinned trace."""
+    return trial_row(trial, compute_metrics(trial), ""), trial_trace(trial)
+
+
+def _analysed(path: Path, use_cache: bool) -> tuple[dict[str, Any], TrialTrace] | None:
+    """The row and trace of the trial file ``path``, from its cache entry when current;
+    None for an exported study table.
+
+    Raises:
+        AnalysisError: not a trial log.
+    """
+    digest = None
+    if use_cache:
+        try:
+            digest = cache.file_digest(path)
+        except OSError as error:
+            raise AnalysisError(f"{path}: cannot read ({error})") from error
+        entry = cache.load(path, digest)
+        if entry is not None:
+            row = entry.row
+            trace = TrialTrace(trial_id=str(row["trial_id"]), condition=str(row["condition"]),
+                               time_s=entry.time_s, relative_m=entry.relative_m, reach_m=entry.reach_m,
+                               radius_m=entry.radius_m)
+            return row, trace
+    if is_study_table(path):
+        return None
+    row, trace = analyse_trial(read_trial(path))
+    if digest is not None:
+        cache.store(path, digest, row, trace.time_s, trace.relative_m, trace.reach_m, trace.radius_m)
+    return row, trace
+
+
+def prime_trial(path: str | os.PathLike[str], table: pa.Table) -> bool:
+    """Write the analysis cache's entry of a trial file just written from ``table`` (the
+    table written, whose metadata it carries), without reading the file back: what a
+    study's worker does as each trial ends. Returns False when nothing was written (the
+    file is not the table's any more, or the entry could not be written).
+
+    Raises:
+        AnalysisError: the table is not a trial log.
+    """
+    path = Path(path)
+    try:
+        digest = cache.file_digest(path)
+        metadata = trial_log.decode_metadata((table.schema.metadata or {}).get(trial_log.METADATA_KEY), str(path))
+    except OSError:
+        return False
+    except TrialLogError as error:
+        raise AnalysisError(str(error)) from error
+    row, trace = analyse_trial(make_trial(table.to_pandas(), metadata, path))
+    return cache.store(path, digest, row, trace.time_s, trace.relative_m, trace.reach_m, trace.radius_m)
 
 
 def load_study(root: str | os.PathLike[str], progress: ProgressCallback | None = None) -> pd.DataFrame:

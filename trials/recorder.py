@@ -121,6 +121,10 @@ class TrialRecorder:
         #: reason (``writing runs/x.parquet failed: [Errno 28] No space left on device``).
         #: Set once by the flusher thread; the tick polls it (a plain attribute read).
         self.write_error: str | None = None
+        #: The table of the final file once :meth:`close` or :meth:`abort` wrote it (None
+        #: before, and when a write failed): what the file holds, for analysing it
+        #: without reading it back (``analysis.study.prime_trial``).
+        self.final_table: pa.Table | None = None
         self._flush_error: BaseException | None = None
         self._closed = False
         try:
@@ -228,8 +232,11 @@ class TrialRecorder:
             rows = self.rows
             if rows == self._flushed_rows and not final:
                 return
-            trial_log.write_file(self._table(rows), self.path)
+            table = self._table(rows)
+            trial_log.write_file(table, self.path)
             self._flushed_rows = rows
+            if final and self.write_error is None:
+                self.final_table = table
             self._wake_at_row = rows + self._flush_rows
             # A write's working memory grows with the file (3.3 MB for 30 s of trial) and
             # both Arrow's allocator and glibc's keep what was freed for reuse: give it

@@ -47,15 +47,23 @@ from dataclasses import asdict, dataclass
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from types import FrameType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from capture_trainer import __version__, trial_log
 from capture_trainer.errors import CaptureTrainerError, TrialError
 from capture_trainer.paths import TRIAL_SUFFIX, resolve_inside, trial_file
 from trials.protocol import Protocol, TrialSpec, all_scenarios, plan_trials, validate_protocol
+from trials.recorder import TrialRecorder
 from trials.runner import TrialRequest, build_trial
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 log = logging.getLogger(__name__)
+
+#: What a worker may do with each trial once it is written: ``(path, table)``, the file
+#: and the table written into it (``analysis.study.prime_trial``; :func:`after_written`).
+TrialWritten = Callable[[Path, "pa.Table"], object]
 
 STUDY_FILE = "study.json"
 TRIALS_DIR = "trials"
@@ -371,6 +379,7 @@ def run_study(
     scheduler: str | None = None,
     specs: list[TrialSpec] | None = None,
     design: dict[str, Any] | None = None,
+    on_trial_written: TrialWritten | None = None,
 ) -> StudyResult:
     """Run (or resume) every trial of ``protocol`` into ``out_dir``.
 
@@ -401,6 +410,10 @@ def run_study(
             ``trials.sweep.sweep_specs``); default :func:`trials.protocol.plan_trials`.
         design: what beside the protocol decides that plan (plain JSON data), part of
             the study's fingerprint (:func:`study_identity`).
+        on_trial_written: with the default ``run_trial`` and warm-up: called in the
+            worker with each trial's file and the table written into it
+            (:func:`after_written`; picklable when the trials run in workers):
+            ``analysis.study.prime_trial`` writes the trial's analysis cache entry there.
 
     Returns:
         Counts of planned, skipped (already complete), run, failed and replaced trials.
@@ -421,7 +434,8 @@ def run_study(
     if chunk_size is not None and chunk_size < 1:
         raise TrialError(f"the chunk size must be at least 1, got {chunk_size}")
     if run_trial is None:
-        run_trial = run_trial_spec
+        run_trial = (run_trial_spec if on_trial_written is None
+                     else functools.partial(run_trial_spec, on_written=on_trial_written))
         default_warm_up = True
     else:
         default_warm_up = False
@@ -443,7 +457,7 @@ def run_study(
     if skipped and progress:
         print(f"resuming: {skipped} of {len(specs)} trials already complete", file=progress)
     if warm_up is None and default_warm_up and todo:
-        warm_up = _warm_up_for(todo)
+        warm_up = _warm_up_for(todo, on_trial_written)
     started = time.perf_counter()
     failed: list[str] = []
     start_up: list[float] = []
@@ -486,7 +500,8 @@ def run_study(
 
 
 def run_trial_spec(spec: TrialSpec, study_dir: Path, metadata: dict[str, Any] | None = None, *,
-                   arm: str | None = None, arm_keys: str | None = None, **link: Any) -> dict[str, Any]:
+                   arm: str | None = None, arm_keys: str | None = None, on_written: TrialWritten | None = None,
+                   **link: Any) -> dict[str, Any]:
     """Run one planned study trial (a worker process's entry point).
 
     Args:
@@ -494,6 +509,8 @@ def run_trial_spec(spec: TrialSpec, study_dir: Path, metadata: dict[str, Any] | 
         study_dir: the study directory (the file goes to its ``trials/``).
         metadata: entries added to the trial file's metadata (the plan's fingerprint).
         arm, arm_keys: drive an arm server over the link (``TrialRequest.arm``).
+        on_written: called with the trial's file and the table written into it once the
+            trial is complete (:func:`after_written`).
         link: ``TrialRequest`` overrides of the delayed link and its compensator
             (``delay_s``, ``jitter_s``, ``loss``, ``compensator``, ``contact_feedback``,
             ``contact_mode``;
@@ -530,7 +547,24 @@ def run_trial_spec(spec: TrialSpec, study_dir: Path, metadata: dict[str, Any] | 
     except CaptureTrainerError as error:
         trial.abort(f"metadata refused: {error}")
         raise
-    return trial.run()
+    summary = trial.run()
+    after_written(trial.recorder, on_written)
+    return summary
+
+
+def after_written(recorder: TrialRecorder, on_written: TrialWritten | None) -> None:
+    """``on_written(path, table)`` with a closed recorder's file and the table it wrote
+    (``TrialRecorder.final_table``; nothing when its final write failed), in the worker:
+    e.g. the trial's analysis cache entry without reading the file back
+    (``analysis.study.prime_trial``, which ``study``, ``sweep`` and ``demo`` pass). Never
+    fails the trial, which is done and written: a failure is logged."""
+    table = recorder.final_table
+    if on_written is None or table is None:
+        return
+    try:
+        on_written(recorder.path, table)
+    except Exception as error:  # noqa: BLE001 - see the docstring
+        log.warning("%s: after the trial: %s", recorder.path, error)
 
 
 def participant_practice(spec: TrialSpec, study_dir: Path) -> dict[str, Any]:
@@ -631,10 +665,11 @@ def scheduled_authority(spec: TrialSpec, study_dir: Path) -> dict[str, Any]:
             "authority": step.authority, "errors": errors if adapts(schedule) else []}
 
 
-def warm_up_trial(scenario: str, condition: str) -> None:
+def warm_up_trial(scenario: str, condition: str, on_written: TrialWritten | None = None) -> None:
     """Pay a process's one-off costs before its first study trial: the imports, loading
     the compiled kernels from numba's cache and a first PyBullet client, by running a
-    :data:`WARM_UP_TRIAL_S` trial (a simulated novice) into a temporary directory.
+    :data:`WARM_UP_TRIAL_S` trial (a simulated novice) into a temporary directory, then
+    ``on_written`` on it as on a study trial (its imports: the analysis' pandas).
 
     Args:
         scenario: built-in scenario name or scenario file.
@@ -646,16 +681,18 @@ def warm_up_trial(scenario: str, condition: str) -> None:
     request = TrialRequest(scenario=scenario, condition=condition, participant="novice", seed=0,
                            trial_id="warm-up", time_limit_s=WARM_UP_TRIAL_S, end_on_capture=False)
     with tempfile.TemporaryDirectory(prefix="capture-trainer-warm-up-") as tmp:
-        build_trial(request, tmp).run()
+        trial = build_trial(request, tmp)
+        trial.run()
+        after_written(trial.recorder, on_written)
 
 
-def _warm_up_for(todo: list[TrialSpec]) -> Callable[[], None]:
+def _warm_up_for(todo: list[TrialSpec], on_written: TrialWritten | None) -> Callable[[], None]:
     """The default warm-up: a tiny trial of the first planned trial's scenario, with the
     first planned condition that has a device (the automatic one needs fewer kernels)."""
     from trials.conditions import CONDITIONS
 
     spec = next((s for s in todo if not CONDITIONS.get(s.condition).automatic), todo[0])
-    return functools.partial(warm_up_trial, spec.scenario, spec.condition)
+    return functools.partial(warm_up_trial, spec.scenario, spec.condition, on_written)
 
 
 def _warm_up_safely(warm_up: Callable[[], None]) -> None:

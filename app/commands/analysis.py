@@ -1,7 +1,7 @@
 """`capture-trainer analyze`: metrics, statistics and the HTML report of a study.
 
     capture-trainer analyze DIR [--report FILE] [--json] [--csv FILE] [--parquet FILE]
-                                [--trial ID_OR_FILE ...] [--title TEXT]
+                                [--trial ID_OR_FILE ...] [--title TEXT] [--no-cache]
 
 Without ``--json`` it writes the report (default ``DIR/report.html``) and prints its path.
 With ``--json`` it prints exactly one JSON object (the summary per condition, pooled over
@@ -45,6 +45,8 @@ def add_commands(subparsers: Any) -> None:
         help="show this trial's full figure set in the report (repeatable)",
     )
     parser.add_argument("--title", type=arguments.text(), help="report title")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="read and measure every trial afresh, without the analysis cache (DIR/**/.analysis)")
     parser.set_defaults(handler=run_analyze)
 
 
@@ -71,7 +73,7 @@ def run_analyze(args: argparse.Namespace) -> int:
     from analysis.stats import json_summary
     from analysis.study import export_table, open_study
 
-    study = open_study(args.dir, progress=_progress_printer(sys.stderr))
+    study = open_study(args.dir, progress=_progress_printer(sys.stderr), use_cache=not args.no_cache)
     for path in (args.csv, args.parquet):
         if path is not None:
             export_table(study.table, path)

@@ -192,6 +192,7 @@ def _executor_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _study(args: argparse.Namespace) -> int:
+    from analysis.study import prime_trial
     from trials.protocol import load_protocol
     from trials.study import StudyInterrupted, run_study, run_trial_spec
     from trials.sweep import is_sweep_reference
@@ -206,7 +207,8 @@ def _study(args: argparse.Namespace) -> int:
     overrides: dict[str, Any] = {**arguments.delay_request(args), **arguments.compensator_request(args)}
     link = {key: value for key, value in overrides.items() if value is not None}
     if args.arm is not None or link:
-        trial_function = functools.partial(run_trial_spec, arm=args.arm, arm_keys=args.keys, **link)
+        trial_function = functools.partial(run_trial_spec, arm=args.arm, arm_keys=args.keys, on_written=prime_trial,
+                                           **link)
     try:
         if args.arm is not None and args.executor != "local":
             raise TrialError("--arm: an arm server runs one session at a time; use the local executor")
@@ -216,7 +218,7 @@ def _study(args: argparse.Namespace) -> int:
             check_scheduler(args.scheduler)
         result = run_study(load_protocol(args.protocol), args.out, workers=args.workers, force=args.force,
                            run_trial=trial_function, executor=args.executor, scheduler=args.scheduler,
-                           chunk_size=args.chunk_size)
+                           chunk_size=args.chunk_size, on_trial_written=prime_trial)
     except StudyInterrupted as stop:
         return _stopped(stop, args)
     replaced = f", {result.replaced} replaced" if result.replaced else ""
@@ -228,6 +230,7 @@ def _study(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
+    from analysis.study import prime_trial
     from analysis.sweep import write_sweep_results
     from trials.study import StudyInterrupted
     from trials.sweep import prepare_sweep, run_sweep
@@ -247,7 +250,7 @@ def _sweep(args: argparse.Namespace) -> int:
     print(f"sweep {prepared[0].name}: {len(prepared[1])} scenario variants", file=sys.stderr)
     try:
         result, _ = run_sweep(reference, args.out, prepared, workers=args.workers, force=args.force, executor=args.executor,
-                              scheduler=args.scheduler, chunk_size=args.chunk_size)
+                              scheduler=args.scheduler, chunk_size=args.chunk_size, on_trial_written=prime_trial)
     except StudyInterrupted as stop:
         return _stopped(stop, args)
     table, figure = write_sweep_results(args.out)
@@ -303,11 +306,13 @@ def _tasks(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     from analysis.report import report_study
+    from analysis.study import prime_trial
     from trials.protocol import load_protocol
     from trials.study import StudyInterrupted, run_study
 
     try:
-        result = run_study(load_protocol("paper-2019"), args.out, workers=args.workers, force=args.force)
+        result = run_study(load_protocol("paper-2019"), args.out, workers=args.workers, force=args.force,
+                           on_trial_written=prime_trial)
     except StudyInterrupted as stop:
         return _stopped(stop, args)
     print(

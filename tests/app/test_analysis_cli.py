@@ -87,6 +87,21 @@ def test_default_report_path_is_printed_and_exports_are_written(study_dir, tmp_p
     assert (summary["trials"], summary["unreached"]) == (4, 1)
 
 
+def test_no_cache_gives_the_same_summary_and_writes_no_entries(study_dir, tmp_path, capsys):
+    copy = tmp_path / "study"
+    copy.mkdir()
+    for name in ["dg-p0-r0", "ng-p0-r0", "apf-p0-r0"]:
+        shutil.copy(study_dir / f"{name}.parquet", copy)
+    assert run(["analyze", str(copy), "--json", "--no-cache"]) == 0
+    fresh = capsys.readouterr().out
+    assert not (copy / ".analysis").exists()
+    assert run(["analyze", str(copy), "--json"]) == 0
+    assert capsys.readouterr().out == fresh
+    assert len(list((copy / ".analysis").glob("*.npz"))) == 3
+    assert run(["analyze", str(copy), "--json"]) == 0  # from the entries
+    assert capsys.readouterr().out == fresh
+
+
 def test_single_trial_file_and_errors(study_dir, tmp_path, capsys):
     single = tmp_path / "one.parquet"
     shutil.copy(study_dir / "dg-p0-r0.parquet", single)

@@ -91,6 +91,7 @@ def test_a_failing_disk_sets_write_error_keeps_the_written_rows_and_close_says_w
         recorder.close()
     assert recorder.abort("later") == path
     assert not list(tmp_path.glob(".*.tmp"))
+    assert recorder.final_table is None  # the file is not the table: nothing is analysed from it
 
 
 def test_abort_after_a_write_error_returns_and_does_not_raise(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -134,6 +135,7 @@ def test_a_real_full_disk_on_the_final_write(tmp_path: Path) -> None:
     assert str(caught.value) == f"writing {path} failed: {ENOSPC}; {path} keeps the first 0 of 50 rows, marked incomplete"
     assert recorder.write_error == f"writing {path} failed: {ENOSPC}"
     assert trial_log.read_metadata(path)["complete"] is False
+    assert recorder.final_table is None
 
 
 def test_an_unwritable_folder_is_refused_before_the_first_row(tmp_path: Path) -> None:

@@ -5,6 +5,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from analysis import cache as analysis_cache
+from analysis.study import prime_trial
 from trials.protocol import TrialSpec, load_protocol
 from capture_trainer.trial_log import read_trial_log as read_trial
 from trials.recorder import TrialRecorder
@@ -57,7 +59,7 @@ def test_a_small_real_study_in_two_worker_processes(tmp_path: Path, short_scenar
     protocol = load_protocol(_protocol(tmp_path, str(short_scenario), participants=2))
     out = tmp_path / "study"
     progress = io.StringIO()
-    result = run_study(protocol, out, workers=2, progress=progress)
+    result = run_study(protocol, out, workers=2, progress=progress, on_trial_written=prime_trial)
     assert result.failed == () and result.ran == 5
     files = sorted((out / TRIALS_DIR).glob("*.parquet"))
     assert len(files) == 5
@@ -66,6 +68,9 @@ def test_a_small_real_study_in_two_worker_processes(tmp_path: Path, short_scenar
         _, meta = read_trial(path)
         assert meta["complete"] is True
         participants.add(meta["participant"]["id"])
+        # the worker wrote the trial's analysis cache entry, for these very bytes
+        entry = analysis_cache.load(path, analysis_cache.file_digest(path))
+        assert entry is not None and entry.row["trial_id"] == meta["trial_id"]
     assert participants == {"S01", "S02", "controller"}
     assert progress.getvalue().count("\n") == 5
     # each worker that ran a trial warmed up once and reported its start-up
@@ -139,3 +144,25 @@ def test_a_worker_freezes_what_its_warm_up_left_out_of_the_collectors_reach() ->
         assert gc.get_freeze_count() > 1000
     finally:
         gc.unfreeze()
+
+
+def _refuse(path: Path, table: Any) -> None:
+    raise RuntimeError(f"no analysis for {path.name} ({table.num_rows} rows)")
+
+
+def test_what_runs_after_a_trial_is_written_never_fails_it(tmp_path: Path, short_scenario: Path, caplog: Any) -> None:
+    """``on_trial_written`` runs in the study's process with one worker, with the written
+    file and its table; when it raises, the trial still counts as run and its file stays."""
+    seen: list[tuple[str, int]] = []
+    protocol = load_protocol(_protocol(tmp_path, str(short_scenario), participants=1))
+    result = run_study(protocol, tmp_path / "study", progress=None,
+                       on_trial_written=lambda path, table: seen.append((path.name, table.num_rows)))
+    assert result.failed == () and result.ran == 3
+    files = sorted((tmp_path / "study" / TRIALS_DIR).glob("*.parquet"))
+    # the warm-up's trial first (in a temporary folder), then each trial with its own rows
+    assert sorted(seen[1:]) == sorted((path.name, read_trial(path).table.num_rows) for path in files)
+    with caplog.at_level("WARNING", logger="trials.study"):
+        again = run_study(protocol, tmp_path / "again", progress=None, on_trial_written=_refuse)
+    assert again.failed == () and again.ran == 3
+    assert len(list((tmp_path / "again" / TRIALS_DIR).glob("*.parquet"))) == 3
+    assert sum("no analysis for" in record.getMessage() for record in caplog.records) == 4  # warm-up too
