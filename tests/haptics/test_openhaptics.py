@@ -97,11 +97,13 @@ def test_differenced_velocity_uses_the_sample_times_not_the_gil_s(run_scenario) 
     # sample; differencing over callback times then misreads the speed by 1.8x. Over
     # the ticks' start times the error is a few per cent at worst (6 % seen in 1 of 12
     # runs: a thread switch can still fall between reading the clock and the stamp).
+    # The 1st and 99th percentiles, not the extremes: a misreading of every sample moves
+    # them as much, one sample late behind a stalled machine (1.44x once) does not.
     out = run_scenario("kinematics", LIBHD_DOUBLE_MINIMAL="1", SCENARIO_GIL_HOG="1")
     amp = np.array(out["amplitude_mm"]) * 1e-3
     w = 2 * math.pi * out["freq_hz"]
-    assert np.allclose(out["vel_max"], amp * w, rtol=0.15, atol=1e-6)
-    assert np.allclose(out["vel_min"], -amp * w, rtol=0.15, atol=1e-6)
+    assert np.allclose(out["vel_p99"], amp * w, rtol=0.15, atol=1e-6)
+    assert np.allclose(out["vel_p01"], -amp * w, rtol=0.15, atol=1e-6)
 
 
 def test_a_minimal_libhd_without_position_velocity_or_limits_still_works(run_scenario) -> None:
