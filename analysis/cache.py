@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 #: The hidden folder beside the trial files that holds their entries.
 CACHE_DIR = ".analysis"
 #: Bumped when an entry's layout changes (it is also in :func:`analysis_version`).
-ENTRY_FORMAT = 1
+ENTRY_FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -60,11 +60,13 @@ class CachedTrial:
     Attributes:
         row: its study-table row without ``file`` (which depends on where the study is
             opened from).
+        metadata: the trial file's metadata object (``trial_log.METADATA_KEYS``).
         time_s, relative_m, reach_m, radius_m: its thinned trace
             (``analysis.study.TrialTrace``'s fields, same units and frame).
     """
 
     row: dict[str, Any]
+    metadata: dict[str, Any]
     time_s: NDArray[np.float64]
     relative_m: NDArray[np.float64]
     reach_m: NDArray[np.float64] | None
@@ -115,42 +117,49 @@ def load(path: str | os.PathLike[str], digest: str) -> CachedTrial | None:
     there is none, it is stale (another file or another analysis) or it cannot be read."""
     where = entry_path(path)
     try:
-        with np.load(where, allow_pickle=False) as entry:
-            if str(entry["version"]) != analysis_version() or str(entry["digest"]) != digest:
+        with np.load(where, allow_pickle=False) as entry:  # two members: each costs a zip read
+            head = json.loads(str(entry["head"]))
+            if head["version"] != analysis_version() or head["digest"] != digest:
                 return None
-            row = json.loads(str(entry["row"]))
-            reach = entry["reach_m"]
-            return CachedTrial(row=row, time_s=entry["time_s"], relative_m=entry["relative_m"],
-                               reach_m=reach if reach.size else None, radius_m=float(entry["radius_m"]))
+            trace = entry["trace"]
+        reach = head["reach_m"]
+        return CachedTrial(row=dict(head["row"]), metadata=dict(head["metadata"]), time_s=trace[:, 0].copy(),
+                           relative_m=trace[:, 1:].copy(), reach_m=None if reach is None else np.array(reach, float),
+                           radius_m=float(head["radius_m"]))
     except FileNotFoundError:
         return None
-    except (OSError, EOFError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as error:  # damaged: computed again
-        log.debug("%s: analysis cache entry not used (%s)", where, error)
+    except (OSError, EOFError, ValueError, KeyError, TypeError, IndexError, zipfile.BadZipFile) as error:
+        log.debug("%s: analysis cache entry not used (%s)", where, error)  # damaged: computed again
         return None
 
 
 def _plain(value: Any) -> Any:
-    """numpy scalars as Python ones for JSON; anything else is not a table value."""
-    if isinstance(value, np.generic):
-        return value.item()
+    """numpy scalars and arrays as Python values for JSON; anything else is not a table
+    or metadata value."""
+    if isinstance(value, (np.generic, np.ndarray)):
+        return value.tolist()
     raise TypeError(f"{type(value).__name__} is not a study-table value")
 
 
-def store(path: str | os.PathLike[str], digest: str, row: Mapping[str, Any], time_s: NDArray[np.float64],
-          relative_m: NDArray[np.float64], reach_m: NDArray[np.float64] | None, radius_m: float) -> bool:
+def store(path: str | os.PathLike[str], digest: str, row: Mapping[str, Any], metadata: Mapping[str, Any],
+          time_s: NDArray[np.float64], relative_m: NDArray[np.float64], reach_m: NDArray[np.float64] | None,
+          radius_m: float) -> bool:
     """Write the entry of the trial file ``path`` (its bytes hashing to ``digest``)
-    atomically (a temporary file, then a rename). Returns False, having written nothing,
-    when it cannot (a read-only folder, a full disk, a value JSON cannot hold)."""
+    atomically (a temporary file, then a rename): ``head``, JSON of the keys, the row,
+    the metadata and the trace's reach and radius, and ``trace``, (m, 4) of time [s] and
+    relative position [m]. Returns False, having written nothing, when it cannot (a
+    read-only folder, a full disk, a value JSON cannot hold)."""
     where = entry_path(path)
     tmp = where.with_name(f".{where.name}.{os.getpid()}.tmp")
     try:
-        text = json.dumps({key: value for key, value in row.items() if key != "file"}, default=_plain)
+        head = json.dumps({"version": analysis_version(), "digest": digest,
+                           "row": {key: value for key, value in row.items() if key != "file"},
+                           "metadata": dict(metadata), "radius_m": float(radius_m),
+                           "reach_m": None if reach_m is None else [float(v) for v in reach_m]}, default=_plain)
+        trace = np.column_stack([np.asarray(time_s, dtype=float), np.asarray(relative_m, dtype=float).reshape(-1, 3)])
         where.parent.mkdir(exist_ok=True)
         with open(tmp, "wb") as stream:
-            np.savez(stream, version=np.array(analysis_version()), digest=np.array(digest), row=np.array(text),
-                     time_s=np.asarray(time_s, dtype=float), relative_m=np.asarray(relative_m, dtype=float),
-                     reach_m=np.empty(0) if reach_m is None else np.asarray(reach_m, dtype=float),
-                     radius_m=np.array(float(radius_m)))
+            np.savez(stream, head=np.array(head), trace=trace)
         os.replace(tmp, where)
         return True
     except (OSError, TypeError, ValueError) as error:

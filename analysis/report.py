@@ -42,7 +42,7 @@ from analysis.stats import (
     scenario_condition_stats,
     scenario_summaries,
 )
-from analysis.study import ProgressCallback, Study, open_study
+from analysis.study import ProgressCallback, Study, open_study, trial_metadata
 from analysis.trial import Trial, read_trial
 from capture_trainer.errors import AnalysisError
 
@@ -354,9 +354,7 @@ def _trial_post_capture(trial: Trial) -> str:
 def _post_capture_section(study: Study) -> str:
     """Behaviours across the study's trials: per kind, results, peak force over limit,
     base attitude disturbance (nothing when no trial ran a task)."""
-    from capture_trainer.trial_log import read_metadata
-
-    rows = behaviours.behaviour_rows((trial_id, read_metadata(path)) for trial_id, path in study.paths.items())
+    rows = behaviours.behaviour_rows((trial_id, trial_metadata(study, trial_id)) for trial_id in study.paths)
     if rows.empty:
         return ""
     summary = behaviours.behaviour_summary(rows)
@@ -520,9 +518,7 @@ def _delay_section(swept: pd.DataFrame) -> str:
 
 
 def _package_versions(study: Study) -> set[str]:
-    from analysis.trial import read_metadata
-
-    return {str(read_metadata(path).get("package_version", "unknown")) for path in study.paths.values()}
+    return {str(trial_metadata(study, trial_id).get("package_version", "unknown")) for trial_id in study.paths}
 
 
 def _resolve_trial(study: Study, item: str | os.PathLike[str]) -> Trial:

@@ -240,6 +240,47 @@ def cohen_dz(differences: ArrayLike) -> float:
     return float(d.mean()) / std
 
 
+#: Up to this many pairs, a signed-rank test with ties or zeros takes its exact
+#: permutation distribution (all 2^n sign flips), as SciPy's ``wilcoxon`` does.
+EXACT_SIGNED_RANK_MAX_N = 13
+
+
+def wilcoxon_signed_rank(a: ArrayLike, b: ArrayLike) -> tuple[float, float]:
+    """The two-sided Wilcoxon signed-rank test of the paired samples ``a`` and ``b``:
+    ``(statistic, p)`` as ``scipy.stats.wilcoxon(a, b)`` gives them (zeros dropped, ties
+    averaged; the statistic ``min(R+, R-)``).
+
+    SciPy takes the exact null distribution of ``R+`` for up to
+    :data:`EXACT_SIGNED_RANK_MAX_N` pairs with ties or zero differences through its
+    generic permutation test, one Python call per sign pattern: 0.44 s a test for 10
+    pairs, 16 of the 18 s of ``analyze --json`` on a 1,080-trial sweep. Here the same
+    distribution is enumerated at once (``R+`` of every pattern of signs of the non-zero
+    differences, each as likely; the zeros' flips only repeat it) with SciPy's p-value
+    rule (two-sided: twice the smaller tail, at most 1). Other samples go to SciPy.
+    """
+    x = np.asarray(a, dtype=float)
+    y = np.asarray(b, dtype=float)
+    d = x - y
+    nonzero = d[d != 0.0]
+    magnitudes = np.abs(nonzero)
+    ties_or_zeros = nonzero.size < d.size or np.unique(magnitudes).size < magnitudes.size
+    if not (ties_or_zeros and 0 < d.size <= EXACT_SIGNED_RANK_MAX_N and nonzero.size > 0):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            warnings.simplefilter("ignore", UserWarning)
+            result = scipy_stats.wilcoxon(x, y, alternative="two-sided")
+        return float(result.statistic), float(result.pvalue)
+    ranks = scipy_stats.rankdata(magnitudes)  # average ranks of |d| over the non-zero differences
+    r_plus = float(ranks[nonzero > 0.0].sum())
+    r_minus = float(ranks[nonzero < 0.0].sum())
+    patterns = (np.arange(2 ** nonzero.size)[:, None] >> np.arange(nonzero.size)) & 1
+    null = patterns @ ranks  # R+ of every sign pattern (sums of halves: exact in floats)
+    gamma = abs(np.finfo(float).eps * 100 * r_plus)
+    lower = np.count_nonzero(null <= r_plus + gamma) / null.size
+    upper = np.count_nonzero(null >= r_plus - gamma) / null.size
+    return min(r_plus, r_minus), min(1.0, 2.0 * min(lower, upper))
+
+
 def friedman_tests(table: pd.DataFrame, metrics: Sequence[str] = TEST_METRICS) -> pd.DataFrame:
     """Friedman test per metric across the conditions with enough participants."""
     rows = []
@@ -435,9 +476,6 @@ def _pairwise_row(metric: str, means: pd.DataFrame, a: str, b: str) -> dict[str,
     if not np.any(differences != 0.0):
         row["note"] = "all differences zero"
         return row
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        warnings.simplefilter("ignore", UserWarning)
-        result = scipy_stats.wilcoxon(pairs[a].to_numpy(), pairs[b].to_numpy(), alternative="two-sided")
-    row.update(statistic=float(result.statistic), p=float(result.pvalue))
+    statistic, p = wilcoxon_signed_rank(pairs[a].to_numpy(), pairs[b].to_numpy())
+    row.update(statistic=statistic, p=p)
     return row

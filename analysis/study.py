@@ -27,7 +27,7 @@ from numpy.typing import NDArray
 from analysis import cache
 from analysis.metrics import METRIC_NAMES, TrialMetrics, compute_metrics, first_reach, relative_position_m
 from analysis.outcomes import trial_outcome
-from analysis.trial import STUDY_TABLE_KEY, Trial, is_study_table, make_trial, read_trial
+from analysis.trial import STUDY_TABLE_KEY, Trial, is_study_table, make_trial, read_metadata, read_trial
 from capture_trainer import trial_log
 from capture_trainer.errors import AnalysisError, TrialLogError
 
@@ -91,6 +91,8 @@ class Study:
         design: the parsed ``study.json``, or None when the directory has none.
         traces: thinned trajectories by trial_id.
         paths: trial files by trial_id.
+        metadata: each trial file's metadata object by trial_id
+            (``capture_trainer.trial_log.METADATA_KEYS``), read once with the study.
     """
 
     root: Path
@@ -98,6 +100,7 @@ class Study:
     design: Mapping[str, Any] | None
     traces: Mapping[str, TrialTrace] = field(default_factory=dict)
     paths: Mapping[str, Path] = field(default_factory=dict)
+    metadata: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 def find_trial_files(root: str | os.PathLike[str]) -> list[Path]:
@@ -222,10 +225,11 @@ def open_study(root: str | os.PathLike[str], progress: ProgressCallback | None =
     rows: list[dict[str, Any]] = []
     traces: dict[str, TrialTrace] = {}
     paths: dict[str, Path] = {}
+    metadata: dict[str, Mapping[str, Any]] = {}
     for done, path in enumerate(candidates, start=1):
         analysed = _analysed(path, use_cache)
         if analysed is not None:
-            row, trace = analysed
+            row, trace, metadata[trace.trial_id] = analysed
             if trace.trial_id in paths:
                 raise AnalysisError(
                     f"trial_id {trace.trial_id!r} appears twice: {paths[trace.trial_id]} and {path}"
@@ -244,7 +248,18 @@ def open_study(root: str | os.PathLike[str], progress: ProgressCallback | None =
     table["repetition"] = table["repetition"].astype("Int64")
     table["seed"] = table["seed"].astype("Int64")
     design = read_design(root) if root.is_dir() else None
-    return Study(root=root, table=table, design=design, traces=traces, paths=paths)
+    return Study(root=root, table=table, design=design, traces=traces, paths=paths, metadata=metadata)
+
+
+def trial_metadata(study: Study, trial_id: str) -> Mapping[str, Any]:
+    """A trial's metadata object: as read with the study (:attr:`Study.metadata`), else
+    from its file.
+
+    Raises:
+        AnalysisError: the file's metadata cannot be read.
+    """
+    found = study.metadata.get(trial_id)
+    return found if found is not None else read_metadata(study.paths[trial_id])
 
 
 def analyse_trial(trial: Trial) -> tuple[dict[str, Any], TrialTrace]:
@@ -252,9 +267,9 @@ def analyse_trial(trial: Trial) -> tuple[dict[str, Any], TrialTrace]:
     return trial_row(trial, compute_metrics(trial), ""), trial_trace(trial)
 
 
-def _analysed(path: Path, use_cache: bool) -> tuple[dict[str, Any], TrialTrace] | None:
-    """The row and trace of the trial file ``path``, from its cache entry when current;
-    None for an exported study table.
+def _analysed(path: Path, use_cache: bool) -> tuple[dict[str, Any], TrialTrace, Mapping[str, Any]] | None:
+    """The row, trace and metadata of the trial file ``path``, from its cache entry when
+    current; None for an exported study table.
 
     Raises:
         AnalysisError: not a trial log.
@@ -271,13 +286,14 @@ def _analysed(path: Path, use_cache: bool) -> tuple[dict[str, Any], TrialTrace] 
             trace = TrialTrace(trial_id=str(row["trial_id"]), condition=str(row["condition"]),
                                time_s=entry.time_s, relative_m=entry.relative_m, reach_m=entry.reach_m,
                                radius_m=entry.radius_m)
-            return row, trace
+            return row, trace, entry.metadata
     if is_study_table(path):
         return None
-    row, trace = analyse_trial(read_trial(path))
+    trial = read_trial(path)
+    row, trace = analyse_trial(trial)
     if digest is not None:
-        cache.store(path, digest, row, trace.time_s, trace.relative_m, trace.reach_m, trace.radius_m)
-    return row, trace
+        cache.store(path, digest, row, trial.metadata, trace.time_s, trace.relative_m, trace.reach_m, trace.radius_m)
+    return row, trace, trial.metadata
 
 
 def prime_trial(path: str | os.PathLike[str], table: pa.Table) -> bool:
@@ -297,8 +313,10 @@ def prime_trial(path: str | os.PathLike[str], table: pa.Table) -> bool:
         return False
     except TrialLogError as error:
         raise AnalysisError(str(error)) from error
-    row, trace = analyse_trial(make_trial(table.to_pandas(), metadata, path))
-    return cache.store(path, digest, row, trace.time_s, trace.relative_m, trace.reach_m, trace.radius_m)
+    trial = make_trial(table.to_pandas(), metadata, path)
+    row, trace = analyse_trial(trial)
+    return cache.store(path, digest, row, trial.metadata, trace.time_s, trace.relative_m, trace.reach_m,
+                       trace.radius_m)
 
 
 def load_study(root: str | os.PathLike[str], progress: ProgressCallback | None = None) -> pd.DataFrame:

@@ -41,7 +41,7 @@ from scipy import stats as scipy_stats
 
 from analysis.figures import new_figure
 from analysis.stats import CAPTURE_RATE, CONFIDENCE, describe, with_capture_rate
-from analysis.study import Study
+from analysis.study import Study, trial_metadata
 
 #: The metrics of the learning curves and effects (lower and higher is better).
 TRAINING_METRICS: tuple[str, ...] = ("impact_velocity_m_s", CAPTURE_RATE)
@@ -70,8 +70,6 @@ def training_table(study: Study) -> pd.DataFrame:
     ``step`` (the block's position over all phases, 0-based), ``guidance_authority`` and
     the capture rate column; controller trials and trials not in the plan are left out.
     """
-    from analysis.trial import read_metadata
-
     design = study.design or {}
     planned = {str(t.get("trial_id")): t for t in design.get("trials", []) if isinstance(t, Mapping)}
     phase_rows = [p for p in (design.get("protocol") or {}).get("phases", []) if isinstance(p, Mapping)]
@@ -90,7 +88,7 @@ def training_table(study: Study) -> pd.DataFrame:
     table["step"] = [offsets.get(p, total) + b for p, b in zip(table["phase"], table["block"], strict=True)]
     authority = []
     for trial_id in table["trial_id"]:
-        value = read_metadata(study.paths[trial_id]).get("guidance_authority") if trial_id in study.paths else None
+        value = trial_metadata(study, trial_id).get("guidance_authority") if trial_id in study.paths else None
         authority.append(float(value) if isinstance(value, (int, float)) else math.nan)
     table["guidance_authority"] = authority
     table["phase_order"] = [phases.index(p) if p in phases else len(phases) for p in table["phase"]]

@@ -90,9 +90,9 @@ def run_analyze(args: argparse.Namespace) -> int:
         if training.is_training_design(study.design):  # a phased design: curves and effects too
             summary["training"] = training.training_json(training.training_table(study))
         from analysis.behaviours import post_capture_json
-        from capture_trainer.trial_log import read_metadata
+        from analysis.study import trial_metadata
 
-        behaviours = post_capture_json((trial_id, read_metadata(path)) for trial_id, path in study.paths.items())
+        behaviours = post_capture_json((trial_id, trial_metadata(study, trial_id)) for trial_id in study.paths)
         if behaviours is not None:  # trials that ran a task after the capture
             summary["post_capture"] = behaviours
         from analysis import delay_study

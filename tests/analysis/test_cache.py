@@ -31,6 +31,7 @@ def _write_study(root: Path, synth: SimpleNamespace) -> list[Path]:
 def _assert_same(a: Study, b: Study) -> None:
     pd.testing.assert_frame_equal(a.table, b.table)
     assert a.paths == b.paths
+    assert a.metadata == b.metadata and a.metadata.keys() == a.paths.keys()
     assert a.traces.keys() == b.traces.keys()
     for trial_id, trace in a.traces.items():
         other = b.traces[trial_id]
@@ -164,8 +165,10 @@ def test_a_trial_primed_from_its_table_is_the_trial_read_back(tmp_path: Path,
     assert prime_trial(path, table) is True
     entry = cache.load(path, cache.file_digest(path))
     assert entry is not None
-    row, trace = analyse_trial(read_trial(path))
+    read_back = read_trial(path)
+    row, trace = analyse_trial(read_back)
     assert _same_with_nan(entry.row, row)
+    assert entry.metadata == read_back.metadata and entry.metadata["complete"] is True
     assert np.array_equal(entry.relative_m, trace.relative_m) and np.array_equal(entry.time_s, trace.time_s)
     reads = _Reads(monkeypatch)
     assert open_study(tmp_path).table["trial_id"].tolist() == ["t"]
