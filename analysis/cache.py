@@ -10,8 +10,8 @@ a sweep's results read the entries and compute only what is missing or stale (an
 it, so the next run has it).
 
 An entry is ``<folder>/.analysis/<file name>.npz`` (a hidden folder: the study's file
-search skips it) holding the row as JSON, the trace's arrays and two keys; it is used
-only when both match:
+search skips it) holding the row, the trial's metadata and two keys as JSON and the
+trace as an array; it is used only when both keys match:
 
 * the SHA-256 of the trial file's bytes (about 1 ms a file): a re-run trial, a file
   copied without its times, a rewrite within the file system's clock tick are all told
