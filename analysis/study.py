@@ -229,7 +229,7 @@ def open_study(root: str | os.PathLike[str], progress: ProgressCallback | None =
     for done, path in enumerate(candidates, start=1):
         analysed = _analysed(path, use_cache)
         if analysed is not None:
-            row, trace, metadata[trace.trial_id] = analysed
+            row, trace, trial_meta = analysed
             if trace.trial_id in paths:
                 raise AnalysisError(
                     f"trial_id {trace.trial_id!r} appears twice: {paths[trace.trial_id]} and {path}"
@@ -238,6 +238,7 @@ def open_study(root: str | os.PathLike[str], progress: ProgressCallback | None =
             rows.append(row)
             traces[trace.trial_id] = trace
             paths[trace.trial_id] = path
+            metadata[trace.trial_id] = trial_meta
             if not row["complete"]:
                 log.warning("%s: incomplete trial (complete=false), analysed as far as it goes", path)
         if progress is not None:
