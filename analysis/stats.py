@@ -264,7 +264,7 @@ def wilcoxon_signed_rank(a: ArrayLike, b: ArrayLike) -> tuple[float, float]:
     nonzero = d[d != 0.0]
     magnitudes = np.abs(nonzero)
     ties_or_zeros = nonzero.size < d.size or np.unique(magnitudes).size < magnitudes.size
-    if not (ties_or_zeros and 0 < d.size <= EXACT_SIGNED_RANK_MAX_N and nonzero.size > 0):
+    if not (ties_or_zeros and nonzero.size > 0 and d.size <= EXACT_SIGNED_RANK_MAX_N):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             warnings.simplefilter("ignore", UserWarning)

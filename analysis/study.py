@@ -103,22 +103,10 @@ class Study:
     metadata: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
-def find_trial_files(root: str | os.PathLike[str]) -> list[Path]:
-    """Trial logs under ``root`` (recursive ``*.parquet``, hidden files and exported study
-    tables skipped), sorted; ``root`` may also be one trial file.
-
-    Raises:
-        AnalysisError: ``root`` does not exist or holds no trial file.
-    """
-    files = [path for path in _candidate_files(root) if not is_study_table(path)]
-    if not files:
-        raise AnalysisError(f"{root}: no trial files (*.parquet) found")
-    return files
-
-
 def _candidate_files(root: str | os.PathLike[str]) -> list[Path]:
     """``*.parquet`` under ``root`` (recursive, hidden files skipped), sorted, or
-    ``root`` itself when it is a file; exported study tables not told apart yet.
+    ``root`` itself when it is a file; exported study tables are told apart when read
+    (:func:`_analysed`).
 
     Raises:
         AnalysisError: ``root`` does not exist.
@@ -293,15 +281,22 @@ def _analysed(path: Path, use_cache: bool) -> tuple[dict[str, Any], TrialTrace, 
     trial = read_trial(path)
     row, trace = analyse_trial(trial)
     if digest is not None:
-        cache.store(path, digest, row, trial.metadata, trace.time_s, trace.relative_m, trace.reach_m, trace.radius_m)
+        _store(path, digest, trial, row, trace)
     return row, trace, trial.metadata
+
+
+def _store(path: Path, digest: str, trial: Trial, row: dict[str, Any], trace: TrialTrace) -> bool:
+    """The cache entry of ``trial``'s file (its bytes hashing to ``digest``): its row,
+    metadata and trace (:func:`analysis.cache.store`)."""
+    return cache.store(path, digest, row, trial.metadata, trace.time_s, trace.relative_m, trace.reach_m,
+                       trace.radius_m)
 
 
 def prime_trial(path: str | os.PathLike[str], table: pa.Table) -> bool:
     """Write the analysis cache's entry of a trial file just written from ``table`` (the
     table written, whose metadata it carries), without reading the file back: what a
     study's worker does as each trial ends. Returns False when nothing was written (the
-    file is not the table's any more, or the entry could not be written).
+    file cannot be read, or the entry cannot be written).
 
     Raises:
         AnalysisError: the table is not a trial log.
@@ -315,9 +310,7 @@ def prime_trial(path: str | os.PathLike[str], table: pa.Table) -> bool:
     except TrialLogError as error:
         raise AnalysisError(str(error)) from error
     trial = make_trial(table.to_pandas(), metadata, path)
-    row, trace = analyse_trial(trial)
-    return cache.store(path, digest, row, trial.metadata, trace.time_s, trace.relative_m, trace.reach_m,
-                       trace.radius_m)
+    return _store(path, digest, trial, *analyse_trial(trial))
 
 
 def load_study(root: str | os.PathLike[str], progress: ProgressCallback | None = None) -> pd.DataFrame:
