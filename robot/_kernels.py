@@ -33,9 +33,10 @@ with ``c = Sbar_0`` and ``Hw = I_base + Kbar_0``. Setting P = L = 0:
     v_e = Jg qd,  Jg = V - [r_e]x Om + Je,   Je[:, j] = k_j x (r_e - o_j)
 
 ``Jg`` is the Generalized Jacobian (base-frame components), ``Om`` the base angular
-velocity map. The time derivatives along the motion (the bias terms of eq. 1 and 2) use
-central differences of ``Jg(q) qd`` and ``Om(q) qd`` along ``qd`` (step 1e-5 rad in
-joint space; error about 1e-10 relative), plus the rotation of the base frame:
+velocity map. The time derivatives along the motion (the bias terms of eq. 1 and 2) are
+the directional derivatives of ``Jg(q) qd`` and ``Om(q) qd`` along ``qd``, in forward mode
+in the same O(n) pass over the links that forms the maps (exact, no step; see
+:func:`_floating_base_maps_in`), plus the rotation of the base frame:
 
     J qdd + Jdot qd :  x_dd = R0 (Jg qdd + d/dq[Jg qd] qd + w0 x (Jg qd))
     T = M qdd + n   :  M = R0 I0 Om,   n = R0 (I0 d/dq[Om qd] qd + w0 x I0 w0)
@@ -56,7 +57,15 @@ from numba.core.imputils import impl_ret_untracked
 from numba.extending import intrinsic
 from numba.np.arrayobj import make_array, populate_array
 
-_FD_STEP_RAD = 1e-5
+# Rows of the tangent of the momentum maps along a joint-space direction d (see
+# _floating_base_maps_in): Om d, d/dt (Om d), d/dt (Jg d), d re/dt, d cg/dt.
+T_OM_D, T_DOM_D, T_DJG_D, T_DRE, T_DCG = range(5)
+N_TANGENT = 5
+# What _floating_base_maps_in records of each link for the tangent (a row of (n,
+# LINK_RECORD)): R I Rᵀ (9, row-major), r_c (3), the suffix sums Kbar_j (9), Sbar_j (3),
+# Mbar_j (1) and Jt_j (3), base frame.
+L_RIR, L_RC, L_KBAR, L_SBAR, L_MBAR, L_JT = 0, 9, 12, 21, 24, 25
+LINK_RECORD = 28
 # Tikhonov λ of M+ in the reaction-first solve, relative to ||M||: there M Mᵀ is singular
 # (to round-off at an exact reaction singularity, where λ = 1e-12 ||M|| let its cofactor
 # inverse divide by an exact zero), so λ² bounds its condition by 1e10 (6 digits left)
@@ -93,13 +102,14 @@ SOLVER_LSE_REACTION_FIRST = 2.0  # eq. 6; at a reaction singularity the task giv
 def arena_size(n):
     """Floats of work arena the kernels need for an arm of ``n`` joints.
 
-    The deepest chain (controller_step -> sigma_ascent -> _sigma_ratio_base -> _lse_factor)
-    takes fewer than ``2 n^2 + 66 n + 150`` floats for up to 3 task and 3 reaction rows
-    (measured: 642 for the 7-joint arm, 147 for the planar 3R over the bench trials),
-    plus the IK's factor cache (:data:`FACTOR_SLOTS` slots of ``2 n^2 + 21 n + 17``, and
-    2); this leaves a margin.
+    The deepest chain (controller_step -> sigma_ascent's forward difference ->
+    _sigma_ratio_base -> _lse_factor) takes fewer than ``2 n^2 + 130 n + 150`` floats for
+    up to 3 task and 3 reaction rows besides the IK's factor cache (:data:`FACTOR_SLOTS`
+    slots of ``n^2 + 21 n + 17``, and 2). Measured over three 12 s bench trials (DG, NG,
+    APF): 1125 for the 7-joint arm with the slope forced to its difference (651 with
+    the exact slope), 293 for the planar 3R (no spare direction); this leaves a margin.
     """
-    return 4 * n * n + 64 * n + 258 + 8 * (2 * n * n + 21 * n + 17)
+    return 4 * n * n + 160 * n + 300 + 8 * (n * n + 21 * n + 17) + 2
 
 
 @intrinsic
@@ -307,16 +317,18 @@ def floating_base_maps(q, joint_xyz, joint_rot, joint_axis, link_mass, link_com,
     n = q.shape[0]
     _floating_base_maps_in(arena, 0, q, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
                            ee_offset, base_mass, base_inertia, jg, om, re, np.empty((3, 3)), np.empty(3),
-                           np.empty((n, 3)), np.empty((n, 3)))
+                           np.empty((n, 3)), np.empty((n, 3)), np.empty((n, LINK_RECORD)))
 
 
 @njit(cache=True, error_model="numpy")
 def _floating_base_maps_in(arena, top, q, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
-                           ee_offset, base_mass, base_inertia, jg, om, re, ainv, cg, origins, axes):
+                           ee_offset, base_mass, base_inertia, jg, om, re, ainv, cg, origins, axes, links):
     """:func:`floating_base_maps` with its scratch from ``arena[top:]``; also ``ainv``
     (3, 3), the inverse of the locked system's inertia about the system centre of mass,
-    ``cg`` (3,), that centre of mass relative to the base's, and the forward kinematics'
-    joint ``origins`` and ``axes`` (n, 3), base frame."""
+    ``cg`` (3,), that centre of mass relative to the base's, the forward kinematics'
+    joint ``origins`` and ``axes`` (n, 3), base frame, and ``links`` (n,
+    :data:`LINK_RECORD`): what :func:`_maps_tangent_in` needs of each link (``R I Rᵀ``,
+    ``r_c``, the suffix sums ``Kbar_j``, ``Sbar_j``, ``Mbar_j`` and ``Jt_j``)."""
     n = q.shape[0]
     rots, top = _empty(arena, top, (n, 3, 3))
     _forward_kinematics_in(arena, top, q, joint_xyz, joint_rot, joint_axis, ee_offset, origins, axes, rots, re)
@@ -326,8 +338,6 @@ def _floating_base_maps_in(arena, top, q, joint_xyz, joint_rot, joint_axis, link
     jt, top = _empty(arena, top, (3, n))
     hq, top = _empty(arena, top, (3, n))
     rc, top = _empty(arena, top, (3,))
-    tmp, top = _empty(arena, top, (3,))
-    tmp2, top = _empty(arena, top, (3,))
     ri, top = _empty(arena, top, (3, 3, 3))
     for j in range(n - 1, -1, -1):
         # add link j to the suffix sums
@@ -336,6 +346,7 @@ def _floating_base_maps_in(arena, top, q, joint_xyz, joint_rot, joint_axis, link
             for k in range(3):
                 acc += rots[j, r, k] * link_com[j, k]
             rc[r] = acc
+            links[j, L_RC + r] = acc
         m = link_mass[j]
         r2 = rc[0] * rc[0] + rc[1] * rc[1] + rc[2] * rc[2]
         for r in range(3):  # the products R[r, k] I[k, l] of R I Rᵀ, each formed once
@@ -349,13 +360,21 @@ def _floating_base_maps_in(arena, top, q, joint_xyz, joint_rot, joint_axis, link
                     for l in range(3):
                         acc += ri[r, k, l] * rots[j, c, l]
                 kbar[r, c] += acc - m * rc[r] * rc[c]
+                links[j, L_RIR + 3 * r + c] = acc
             kbar[r, r] += m * r2
             sbar[r] += m * rc[r]
         mbar += m
+        for r in range(3):
+            for c in range(3):
+                links[j, L_KBAR + 3 * r + c] = kbar[r, c]
+            links[j, L_SBAR + r] = sbar[r]
+        links[j, L_MBAR] = mbar
         k0, k1, k2 = axes[j, 0], axes[j, 1], axes[j, 2]
         o0, o1, o2 = origins[j, 0], origins[j, 1], origins[j, 2]
         jt[0, j], jt[1, j], jt[2, j] = _cross3(k0, k1, k2, sbar[0] - mbar * o0, sbar[1] - mbar * o1,
                                                sbar[2] - mbar * o2)
+        for r in range(3):
+            links[j, L_JT + r] = jt[r, j]
         x0, x1, x2 = _cross3(k0, k1, k2, o0, o1, o2)
         x0, x1, x2 = _cross3(sbar[0], sbar[1], sbar[2], x0, x1, x2)
         hq[0, j] = kbar[0, 0] * k0 + kbar[0, 1] * k1 + kbar[0, 2] * k2 - x0
@@ -388,6 +407,162 @@ def _floating_base_maps_in(arena, top, q, joint_xyz, joint_rot, joint_axis, link
         jg[0, j] = ((s1 * w2 - s2 * w1) - jt[0, j]) / mtot + x0 + y0  # (c x Om_j - Jt_j) / m + ...
         jg[1, j] = ((s2 * w0 - s0 * w2) - jt[1, j]) / mtot + x1 + y1
         jg[2, j] = ((s0 * w1 - s1 * w0) - jt[2, j]) / mtot + x2 + y2
+
+
+@njit(cache=True, error_model="numpy")
+def _maps_tangent_in(arena, top, d, link_mass, base_mass, links, origins, axes, om, re, ainv, tan, dainv, djg, dom):
+    """The derivatives of the momentum maps along a joint-space direction ``d`` (n,)
+    [rad/s], ``q(t) = q + t d``, at the ``q`` of the :func:`_floating_base_maps_in` pass
+    that filled ``links``, ``origins``, ``axes``, ``om``, ``re`` and ``ainv`` (base frame).
+    Forward mode: exact, no step, O(n).
+
+    Out: ``tan`` (:data:`N_TANGENT`, 3), the rows :data:`T_OM_D` ``Om d``,
+    :data:`T_DOM_D` ``d/dt (Om(q) d)``, :data:`T_DJG_D` ``d/dt (Jg(q) d)``, :data:`T_DRE`
+    ``d re/dt``, :data:`T_DCG` ``d cg/dt``; ``dainv`` (3, 3), ``d A⁻¹/dt``; and, when
+    they have n columns (else 0), the whole maps' derivatives ``djg`` = ``d Jg/dt`` and
+    ``dom`` = ``d Om/dt`` (3, n).
+
+    Each quantity's tangent follows it: link ``j`` turns at ``w_j = sum_{i<=j} k_i d_i``,
+    so ``k_j' = w_j x k_j``, a point fixed in link ``j`` moves at ``o_j' + w_j x (p −
+    o_j)`` (``o_j' = o_{j-1}' + w_{j-1} x (o_j − o_{j-1})``) and ``(R I Rᵀ)' = [w]x R I Rᵀ
+    − R I Rᵀ [w]x``; hence the suffix sums' ``Kbar'``, ``Sbar'``, and ``Jt_j' = k_j' x
+    (Sbar_j − Mbar_j o_j) + k_j x (Sbar_j' − Mbar_j o_j')``, ``Hq_j' = Kbar_j' k_j + Kbar_j
+    k_j' − Sbar_j' x (k_j x o_j) − Sbar_j x (k_j' x o_j + k_j x o_j')``. With ``A' =
+    Kbar' + (Sbar' Sbarᵀ + Sbar Sbar'ᵀ)/m − 2 (Sbar . Sbar')/m I`` and ``(A⁻¹)' = −A⁻¹ A'
+    A⁻¹``: ``Om_j' = −A⁻¹ (A' Om_j + Hq_j' − (Sbar' x Jt_j + Sbar x Jt_j')/m)`` and
+    ``Jg_j' = (Sbar' x Om_j + Sbar x Om_j' − Jt_j')/m + Om_j' x re + Om_j x re' + k_j' x
+    (re − o_j) + k_j x (re' − o_j')``. The sums over the joints are contracted with ``d``
+    as they are formed. Scratch from ``arena[top:]``."""
+    n = d.shape[0]
+    columns = djg.shape[1] == n
+    w_link, top = _empty(arena, top, (n, 3))
+    do, top = _empty(arena, top, (n, 3))
+    wx, wy, wz = 0.0, 0.0, 0.0
+    vx, vy, vz = 0.0, 0.0, 0.0
+    px, py, pz = 0.0, 0.0, 0.0
+    for j in range(n):  # outwards: the links' rates w_j and the joint origins' o_j'
+        ox, oy, oz = origins[j, 0], origins[j, 1], origins[j, 2]
+        ux, uy, uz = _cross3(wx, wy, wz, ox - px, oy - py, oz - pz)
+        vx, vy, vz = vx + ux, vy + uy, vz + uz
+        do[j, 0], do[j, 1], do[j, 2] = vx, vy, vz
+        wx, wy, wz = wx + axes[j, 0] * d[j], wy + axes[j, 1] * d[j], wz + axes[j, 2] * d[j]
+        w_link[j, 0], w_link[j, 1], w_link[j, 2] = wx, wy, wz
+        px, py, pz = ox, oy, oz
+    ux, uy, uz = _cross3(wx, wy, wz, re[0] - px, re[1] - py, re[2] - pz)
+    dre0, dre1, dre2 = vx + ux, vy + uy, vz + uz
+    tan[T_DRE, 0], tan[T_DRE, 1], tan[T_DRE, 2] = dre0, dre1, dre2
+    # inwards: Kbar', Sbar' and each joint's Jt_j', Hq_j' (kept with columns, else contracted)
+    dkbar, top = _zeros(arena, top, (3, 3))
+    dsbar, top = _zeros(arena, top, (3,))
+    wxm, top = _empty(arena, top, (3, 3))
+    djt, top = _empty(arena, top, (3, n))
+    dhq, top = _empty(arena, top, (3, n))
+    for j in range(n - 1, -1, -1):
+        m = link_mass[j]
+        w0, w1, w2 = w_link[j, 0], w_link[j, 1], w_link[j, 2]
+        k0, k1, k2 = axes[j, 0], axes[j, 1], axes[j, 2]
+        o0, o1, o2 = origins[j, 0], origins[j, 1], origins[j, 2]
+        rc0, rc1, rc2 = links[j, L_RC], links[j, L_RC + 1], links[j, L_RC + 2]
+        u0, u1, u2 = _cross3(w0, w1, w2, rc0 - o0, rc1 - o1, rc2 - o2)
+        dc0, dc1, dc2 = do[j, 0] + u0, do[j, 1] + u1, do[j, 2] + u2
+        for c in range(3):  # [w]x (R I Rᵀ), column by column
+            wxm[0, c], wxm[1, c], wxm[2, c] = _cross3(w0, w1, w2, links[j, L_RIR + c], links[j, L_RIR + 3 + c],
+                                                      links[j, L_RIR + 6 + c])
+        for r in range(3):
+            for c in range(3):  # R I Rᵀ [w]x = −([w]x R I Rᵀ)ᵀ (symmetric times skew)
+                dkbar[r, c] += wxm[r, c] + wxm[c, r]
+        # the point mass: m (2 (r_c . r_c') I − r_c' r_cᵀ − r_c r_c'ᵀ)
+        dot2 = 2.0 * m * (rc0 * dc0 + rc1 * dc1 + rc2 * dc2)
+        dkbar[0, 0] += dot2 - 2.0 * m * dc0 * rc0
+        dkbar[1, 1] += dot2 - 2.0 * m * dc1 * rc1
+        dkbar[2, 2] += dot2 - 2.0 * m * dc2 * rc2
+        dkbar[0, 1] -= m * (dc0 * rc1 + rc0 * dc1)
+        dkbar[0, 2] -= m * (dc0 * rc2 + rc0 * dc2)
+        dkbar[1, 2] -= m * (dc1 * rc2 + rc1 * dc2)
+        dkbar[1, 0] = dkbar[0, 1]
+        dkbar[2, 0] = dkbar[0, 2]
+        dkbar[2, 1] = dkbar[1, 2]
+        dsbar[0] += m * dc0
+        dsbar[1] += m * dc1
+        dsbar[2] += m * dc2
+        sb0, sb1, sb2 = links[j, L_SBAR], links[j, L_SBAR + 1], links[j, L_SBAR + 2]
+        mb = links[j, L_MBAR]
+        dk0, dk1, dk2 = _cross3(w0, w1, w2, k0, k1, k2)
+        a0, a1, a2 = _cross3(dk0, dk1, dk2, sb0 - mb * o0, sb1 - mb * o1, sb2 - mb * o2)
+        b0, b1, b2 = _cross3(k0, k1, k2, dsbar[0] - mb * do[j, 0], dsbar[1] - mb * do[j, 1],
+                             dsbar[2] - mb * do[j, 2])
+        djt[0, j], djt[1, j], djt[2, j] = a0 + b0, a1 + b1, a2 + b2
+        x0, x1, x2 = _cross3(k0, k1, k2, o0, o1, o2)
+        e0, e1, e2 = _cross3(dk0, dk1, dk2, o0, o1, o2)
+        f0, f1, f2 = _cross3(k0, k1, k2, do[j, 0], do[j, 1], do[j, 2])
+        a0, a1, a2 = _cross3(dsbar[0], dsbar[1], dsbar[2], x0, x1, x2)
+        b0, b1, b2 = _cross3(sb0, sb1, sb2, e0 + f0, e1 + f1, e2 + f2)
+        for r in range(3):
+            dhq[r, j] = (dkbar[r, 0] * k0 + dkbar[r, 1] * k1 + dkbar[r, 2] * k2
+                         + links[j, L_KBAR + 3 * r] * dk0 + links[j, L_KBAR + 3 * r + 1] * dk1
+                         + links[j, L_KBAR + 3 * r + 2] * dk2)
+        dhq[0, j] -= a0 + b0
+        dhq[1, j] -= a1 + b1
+        dhq[2, j] -= a2 + b2
+    mtot = base_mass + links[0, L_MBAR]
+    s0, s1, s2 = links[0, L_SBAR], links[0, L_SBAR + 1], links[0, L_SBAR + 2]
+    ds0, ds1, ds2 = dsbar[0], dsbar[1], dsbar[2]
+    # A' and (A⁻¹)' = −A⁻¹ A' A⁻¹
+    sds = 2.0 * (s0 * ds0 + s1 * ds1 + s2 * ds2) / mtot
+    da, top = _empty(arena, top, (3, 3))
+    for r in range(3):
+        for c in range(3):
+            da[r, c] = dkbar[r, c] + (dsbar[r] * links[0, L_SBAR + c] + links[0, L_SBAR + r] * dsbar[c]) / mtot
+        da[r, r] -= sds
+    tmp, top = _empty(arena, top, (3, 3))
+    for r in range(3):
+        for c in range(3):
+            tmp[r, c] = ainv[r, 0] * da[0, c] + ainv[r, 1] * da[1, c] + ainv[r, 2] * da[2, c]
+    for r in range(3):
+        for c in range(3):
+            dainv[r, c] = -(tmp[r, 0] * ainv[0, c] + tmp[r, 1] * ainv[1, c] + tmp[r, 2] * ainv[2, c])
+    for r in range(3):
+        tan[T_DCG, r] = dsbar[r] / mtot
+        tan[T_OM_D, r] = 0.0
+        tan[T_DOM_D, r] = 0.0
+        tan[T_DJG_D, r] = 0.0
+    e0, e1, e2 = re[0], re[1], re[2]
+    for j in range(n):
+        w0, w1, w2 = om[0, j], om[1, j], om[2, j]
+        # Om_j' = −A⁻¹ (A' Om_j + b_j'), b_j' = Hq_j' − (Sbar' x Jt_j + Sbar x Jt_j') / m
+        x0, x1, x2 = _cross3(ds0, ds1, ds2, links[j, L_JT], links[j, L_JT + 1], links[j, L_JT + 2])
+        y0, y1, y2 = _cross3(s0, s1, s2, djt[0, j], djt[1, j], djt[2, j])
+        g0 = da[0, 0] * w0 + da[0, 1] * w1 + da[0, 2] * w2 + dhq[0, j] - (x0 + y0) / mtot
+        g1 = da[1, 0] * w0 + da[1, 1] * w1 + da[1, 2] * w2 + dhq[1, j] - (x1 + y1) / mtot
+        g2 = da[2, 0] * w0 + da[2, 1] * w1 + da[2, 2] * w2 + dhq[2, j] - (x2 + y2) / mtot
+        v0 = -(ainv[0, 0] * g0 + ainv[0, 1] * g1 + ainv[0, 2] * g2)
+        v1 = -(ainv[1, 0] * g0 + ainv[1, 1] * g1 + ainv[1, 2] * g2)
+        v2 = -(ainv[2, 0] * g0 + ainv[2, 1] * g1 + ainv[2, 2] * g2)
+        # Jg_j'
+        k0, k1, k2 = axes[j, 0], axes[j, 1], axes[j, 2]
+        dk0, dk1, dk2 = _cross3(w_link[j, 0], w_link[j, 1], w_link[j, 2], k0, k1, k2)
+        a0, a1, a2 = _cross3(ds0, ds1, ds2, w0, w1, w2)
+        b0, b1, b2 = _cross3(s0, s1, s2, v0, v1, v2)
+        c0, c1, c2 = _cross3(v0, v1, v2, e0, e1, e2)
+        f0, f1, f2 = _cross3(w0, w1, w2, dre0, dre1, dre2)
+        x0, x1, x2 = _cross3(dk0, dk1, dk2, e0 - origins[j, 0], e1 - origins[j, 1], e2 - origins[j, 2])
+        y0, y1, y2 = _cross3(k0, k1, k2, dre0 - do[j, 0], dre1 - do[j, 1], dre2 - do[j, 2])
+        h0 = (a0 + b0 - djt[0, j]) / mtot + c0 + f0 + x0 + y0
+        h1 = (a1 + b1 - djt[1, j]) / mtot + c1 + f1 + x1 + y1
+        h2 = (a2 + b2 - djt[2, j]) / mtot + c2 + f2 + x2 + y2
+        dj = d[j]
+        tan[T_OM_D, 0] += w0 * dj
+        tan[T_OM_D, 1] += w1 * dj
+        tan[T_OM_D, 2] += w2 * dj
+        tan[T_DOM_D, 0] += v0 * dj
+        tan[T_DOM_D, 1] += v1 * dj
+        tan[T_DOM_D, 2] += v2 * dj
+        tan[T_DJG_D, 0] += h0 * dj
+        tan[T_DJG_D, 1] += h1 * dj
+        tan[T_DJG_D, 2] += h2 * dj
+        if columns:
+            dom[0, j], dom[1, j], dom[2, j] = v0, v1, v2
+            djg[0, j], djg[1, j], djg[2, j] = h0, h1, h2
 
 
 @njit(cache=True, error_model="numpy")
@@ -463,16 +638,22 @@ def _sym_eig_extremes(s, k):
 
 @njit(cache=True, error_model="numpy")
 def _maps_times_rates(arena, top, q, qd, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
-                      ee_offset, base_mass, base_inertia, l_b, jg, om, re, vee, w, ainv, rho, origins, axes):
+                      ee_offset, base_mass, base_inertia, l_b, jg, om, re, vee, w, ainv, rho, origins, axes, links,
+                      tan, dainv):
     """floating_base_maps at q, plus the base rate ``w = Om qd + A⁻¹ L`` and the end
     effector's velocity ``vee = Jg qd + (A⁻¹ L) x rho`` relative to the system's centre of
     mass (base frame), for a system angular momentum ``l_b`` about that centre (base
     frame; zero: the zero-momentum maps). Also ``ainv`` = A⁻¹ (the locked system's
     inverse inertia), ``rho``, the end effector relative to the system's centre of
-    mass, and the joint ``origins`` and ``axes`` (n, 3) at q. Scratch from ``arena[top:]``."""
+    mass, the joint ``origins`` and ``axes`` (n, 3) and the ``links`` record at q (see
+    :func:`_floating_base_maps_in`), and the maps' tangent along ``qd`` (``tan``,
+    ``dainv``: see :func:`_maps_tangent_in`). Scratch from ``arena[top:]``."""
     cg, top = _empty(arena, top, (3,))
     _floating_base_maps_in(arena, top, q, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
-                           ee_offset, base_mass, base_inertia, jg, om, re, ainv, cg, origins, axes)
+                           ee_offset, base_mass, base_inertia, jg, om, re, ainv, cg, origins, axes, links)
+    no_columns, top_t = _empty(arena, top, (3, 0))
+    _maps_tangent_in(arena, top_t, qd, link_mass, base_mass, links, origins, axes, om, re, ainv, tan, dainv,
+                     no_columns, no_columns)
     lam, top = _empty(arena, top, (3,))
     for r in range(3):
         lam[r] = ainv[r, 0] * l_b[0] + ainv[r, 1] * l_b[1] + ainv[r, 2] * l_b[2]
@@ -508,15 +689,19 @@ def dynamics_terms(q, qd, rot0, joint_xyz, joint_rot, joint_axis, link_mass, lin
     zero3 = np.zeros(3)
     _dynamics_terms_in(arena, 0, q, qd, rot0, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
                        ee_offset, base_mass, base_inertia, l_b, 0.0, zero3, zero3, zero3, jac, jdqd, mmat, nvec, re_b,
-                       vee_b, np.empty(3), np.empty((n, 3)), np.empty((n, 3)))
+                       vee_b, np.empty(3), np.empty((n, 3)), np.empty((n, 3)), np.empty((n, LINK_RECORD)),
+                       np.empty((3, n)), np.empty((3, 3)))
 
 
 @njit(cache=True, error_model="numpy")
 def _dynamics_terms_in(arena, top, q, qd, rot0, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
                        ee_offset, base_mass, base_inertia, l_b, infer, wm_b, f_b, pf_b, jac, jdqd, mmat, nvec, re_b,
-                       vee_b, w_b, origins, axes):
-    """:func:`dynamics_terms` with its scratch from ``arena[top:]``; also the forward
-    kinematics' joint ``origins`` and ``axes`` (n, 3, base frame) at q.
+                       vee_b, w_b, origins, axes, links, om, ainv):
+    """:func:`dynamics_terms` with its scratch from ``arena[top:]``; also, at q, the
+    forward kinematics' joint ``origins`` and ``axes`` (n, 3, base frame), the maps'
+    ``links`` record (n, :data:`LINK_RECORD`), the base angular velocity map ``om`` (3, n)
+    and ``ainv`` (3, 3), the locked system's inverse inertia (base frame): what
+    :func:`_maps_tangent_in` takes.
 
     ``infer`` > 0: ``l_b`` is an output, the momentum that makes the model's base rate the
     measured ``wm_b`` (base frame): ``A (wm_b − Om qd)``, from the same evaluation of the
@@ -528,8 +713,9 @@ def _dynamics_terms_in(arena, top, q, qd, rot0, joint_xyz, joint_rot, joint_axis
     ``ẇ = Om q̈ + ∂_q(Om qd + A⁻¹ l_b) qd − A⁻¹ (w x l_b)``; the end effector's velocity
     relative to the system's centre of mass ``Jg qd + (A⁻¹ l_b) x rho`` likewise. The
     centre of mass moves uniformly (linear momentum is conserved), which adds nothing to
-    the accelerations. The directional derivatives along ``qd`` are central differences
-    at fixed ``l_b``; the ``−A⁻¹ (w x l_b)`` terms are added in closed form.
+    the accelerations. The directional derivatives along ``qd`` at fixed ``l_b`` come
+    from the maps' tangent (forward mode, exact); the ``−A⁻¹ (w x l_b)`` terms are added
+    in closed form.
 
     An external force ``f_b`` [N] at ``pf_b`` [m] (base frame, the point relative to the
     base's centre of mass; a contact on the tool) changes the momenta: ``dP/dt = f`` moves
@@ -538,11 +724,12 @@ def _dynamics_terms_in(arena, top, q, qd, rot0, joint_xyz, joint_rot, joint_axis
     effector): closed-form terms of ``ẇ`` and ``J̇q̇``."""
     n = q.shape[0]
     jg, top = _empty(arena, top, (3, n))
-    om, top = _empty(arena, top, (3, n))
-    ainv, top = _empty(arena, top, (3, 3))
     rho, top = _empty(arena, top, (3,))
+    tan, top = _empty(arena, top, (N_TANGENT, 3))
+    dainv, top = _empty(arena, top, (3, 3))
     _maps_times_rates(arena, top, q, qd, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
-                      ee_offset, base_mass, base_inertia, l_b, jg, om, re_b, vee_b, w_b, ainv, rho, origins, axes)
+                      ee_offset, base_mass, base_inertia, l_b, jg, om, re_b, vee_b, w_b, ainv, rho, origins, axes, links,
+                      tan, dainv)
     if infer > 0:  # l_b was zero: w_b = Om qd; now the momentum the measured rate implies
         lam, top = _empty(arena, top, (3,))
         a_sys, top = _empty(arena, top, (3, 3))
@@ -556,33 +743,22 @@ def _dynamics_terms_in(arena, top, q, qd, rot0, joint_xyz, joint_rot, joint_axis
         _cross(lam, rho, cr)
         for r in range(3):
             vee_b[r] += cr[r]
-    qnorm = 0.0
-    for j in range(n):
-        qnorm += qd[j] * qd[j]
-    qnorm = math.sqrt(qnorm)
-    dj, top = _zeros(arena, top, (3,))
-    dw, top = _zeros(arena, top, (3,))
-    if qnorm > 0.0:
-        h = _FD_STEP_RAD / qnorm
-        qp, top_fd = _empty(arena, top, (n,))
-        jg2, top_fd = _empty(arena, top_fd, (3, n))
-        om2, top_fd = _empty(arena, top_fd, (3, n))
-        re2, top_fd = _empty(arena, top_fd, (3,))
-        v2, top_fd = _empty(arena, top_fd, (3,))
-        w2, top_fd = _empty(arena, top_fd, (3,))
-        ainv2, top_fd = _empty(arena, top_fd, (3, 3))
-        rho2, top_fd = _empty(arena, top_fd, (3,))
-        origins2, top_fd = _empty(arena, top_fd, (n, 3))
-        axes2, top_fd = _empty(arena, top_fd, (n, 3))
-        for sign in (1.0, -1.0):
-            for j in range(n):
-                qp[j] = q[j] + sign * h * qd[j]
-            _maps_times_rates(arena, top_fd, qp, qd, joint_xyz, joint_rot, joint_axis, link_mass, link_com,
-                              link_inertia, ee_offset, base_mass, base_inertia, l_b, jg2, om2, re2, v2, w2, ainv2,
-                              rho2, origins2, axes2)
-            for r in range(3):
-                dj[r] += sign * v2[r] / (2.0 * h)
-                dw[r] += sign * w2[r] / (2.0 * h)
+    # the derivatives of w and vee along qd at fixed l_b, from the maps' tangent:
+    # (Om qd)' + (A⁻¹)' l_b and (Jg qd)' + (A⁻¹)' l_b x rho + A⁻¹ l_b x (re' − cg')
+    dj, top = _empty(arena, top, (3,))
+    dw, top = _empty(arena, top, (3,))
+    dlam, top = _empty(arena, top, (3,))
+    lam_b, top = _empty(arena, top, (3,))
+    drho, top = _empty(arena, top, (3,))
+    for r in range(3):
+        dlam[r] = dainv[r, 0] * l_b[0] + dainv[r, 1] * l_b[1] + dainv[r, 2] * l_b[2]
+        lam_b[r] = ainv[r, 0] * l_b[0] + ainv[r, 1] * l_b[1] + ainv[r, 2] * l_b[2]
+        drho[r] = tan[T_DRE, r] - tan[T_DCG, r]
+        dw[r] = tan[T_DOM_D, r] + dlam[r]
+    _cross(dlam, rho, dj)
+    _cross(lam_b, drho, dlam)
+    for r in range(3):
+        dj[r] += dlam[r] + tan[T_DJG_D, r]
     if f_b[0] != 0.0 or f_b[1] != 0.0 or f_b[2] != 0.0:  # an external force changes the momenta
         mtot = base_mass
         for j in range(n):
@@ -778,7 +954,7 @@ FACTOR_SLOTS = 8
 @njit(cache=True, error_model="numpy")
 def _slot_size(n):
     """Floats of one factor slot for ``n`` joints (up to 3 task and 3 reaction rows)."""
-    return _F_HEAD + 21 * n + 2 * n * n + 9
+    return _F_HEAD + 21 * n + n * n + 9
 
 
 @njit(cache=True, error_model="numpy")
@@ -801,15 +977,13 @@ def _factor_cache_clear(cache, n):
 @njit(cache=True, error_model="numpy", inline="always")
 def _slot_views(cache, at, n, m, r):
     """The factor slot at ``cache[at:]`` as its arrays (untracked views of ``cache``):
-    jf (m, n), jp (n, m), pm (n, n), mf (r, n), am (3, n), h (3, 3), mp (n, r), qm (n, n),
-    jq (m, n), jqp (n, m)."""
+    jf (m, n), jp (n, m), mf (r, n), am (3, n), h (3, 3), mp (n, r), qm (n, n), jq (m, n),
+    jqp (n, m)."""
     o = at + _F_HEAD
     jf = _view(cache, o, (m, n))  # type: ignore[call-arg, var-annotated]  # numba supplies typingctx
     o += 3 * n
     jp = _view(cache, o, (n, m))
     o += 3 * n
-    pm = _view(cache, o, (n, n))
-    o += n * n
     mf = _view(cache, o, (r, n))
     o += 3 * n
     am = _view(cache, o, (3, n))
@@ -823,14 +997,14 @@ def _slot_views(cache, at, n, m, r):
     jq = _view(cache, o, (m, n))
     o += 3 * n
     jqp = _view(cache, o, (n, m))
-    return jf, jp, pm, mf, am, h, mp, qm, jq, jqp
+    return jf, jp, mf, am, h, mp, qm, jq, jqp
 
 
 @njit(cache=True, error_model="numpy")
 def _lse_factor(arena, top, cache, jac, mmat, task_rows, reaction_rows, free, solver, sigma_threshold, damp_max,
                 j_sigma, j_damp):
     """What one damped eq. 6 solve over the free joints computes before it meets its
-    right-hand sides (:func:`_lse_apply`): ``J⁺`` (damped), ``P = I − J⁺J``, ``A = M P``, the
+    right-hand sides (:func:`_lse_apply`): ``J⁺`` (damped), ``A = M P`` (``P = I − J⁺J``), the
     gauge ``sigma_ratio``, ``(A Mᵀ + λ² I)⁻¹`` (eq. 6) or, with the reaction first,
     ``M⁺``, ``Q = I − M⁺M``, ``J Q`` and ``(J Q)⁺_λ``. Returns the offset in ``cache`` of the
     slot holding them: found there when this free set and solver were factored before
@@ -860,10 +1034,9 @@ def _lse_factor(arena, top, cache, jac, mmat, task_rows, reaction_rows, free, so
             at = slot
     cache[at + _F_KEY] = key
     cache[at + _F_USED] = clock
-    jf, jp, pm, mf, am, h, mp, qm, jq, jqp = _slot_views(cache, at, n, m, r)
+    jf, jp, mf, am, h, mp, qm, jq, jqp = _slot_views(cache, at, n, m, r)
     _select_rows(jac, task_rows, free, jf)
     lam2, jjt_max = _damped_pinv(arena, top, jf, j_sigma, j_damp, jp)
-    _null_projector(jp, jf, pm)  # P = I - J+ J
     cache[at + _F_DAMP_J] = math.sqrt(lam2)
     # ||M|| (all joints: once per cache) and sigma of A = M P (free joints)
     if cache[_C_M_NORM] < 0.0:
@@ -874,11 +1047,19 @@ def _lse_factor(arena, top, cache, jac, mmat, task_rows, reaction_rows, free, so
         cache[_C_M_NORM] = math.sqrt(max(_sym_eig_extremes(mmt, r)[1], 0.0))
     m_norm = cache[_C_M_NORM]
     _select_rows(mmat, reaction_rows, free, mf)
+    # A = M P = M − (M J⁺) J: P = I − J⁺J is never formed (O(n) here, not O(n²))
+    mjp, top = _empty(arena, top, (3, 3))
     for a in range(r):
-        for j in range(n):
+        for b in range(m):
             acc = 0.0
             for k in range(n):
-                acc += mf[a, k] * pm[k, j]
+                acc += mf[a, k] * jp[k, b]
+            mjp[a, b] = acc
+    for a in range(r):
+        for j in range(n):
+            acc = mf[a, j]
+            for b in range(m):
+                acc -= mjp[a, b] * jf[b, j]
             am[a, j] = acc
     aat, top = _zeros(arena, top, (3, 3))
     _gram(am[:r], aat)
@@ -961,7 +1142,7 @@ def _lse_apply(arena, top, cache, at, m, r, rhs, nvec, z, free, qdd, diag):
     effector lags in the singular direction (the residual is reported).
     """
     n = qdd.shape[0]
-    jf, jp, pm, mf, am, h, mp, qm, jq, jqp = _slot_views(cache, at, n, m, r)
+    jf, jp, mf, am, h, mp, qm, jq, jqp = _slot_views(cache, at, n, m, r)
     diag[0] = cache[at + _F_SIGMA]
     diag[1] = cache[at + _F_M_NORM]
     diag[2] = cache[at + _F_DAMP_J]
@@ -1007,12 +1188,17 @@ def _lse_apply(arena, top, cache, at, m, r, rhs, nvec, z, free, qdd, diag):
                 acc += mp[i, a] * y1[a]
             qdd[i] -= acc * free[i]
         return
-    for i in range(n):
-        acc = 0.0
-        for a in range(m):
-            acc += jp[i, a] * rhs[a]
+    # q̈₀ = J⁺ rhs + P z = J⁺ (rhs − J z) + z over the free joints
+    e, top = _empty(arena, top, (3,))
+    for a in range(m):
+        acc = rhs[a]
         for j in range(n):
-            acc += pm[i, j] * z[j] * free[j]
+            acc -= jf[a, j] * z[j] * free[j]
+        e[a] = acc
+    for i in range(n):
+        acc = z[i] * free[i]
+        for a in range(m):
+            acc += jp[i, a] * e[a]
         qdd[i] = acc
     if branch != _B_LSE:
         return
@@ -1294,22 +1480,175 @@ def _sigma_ratio_base(arena, top, q, joint_xyz, joint_rot, joint_axis, link_mass
     om, top = _empty(arena, top, (3, n))
     re, top = _empty(arena, top, (3,))
     ainv, top = _empty(arena, top, (3, 3))
-    cg, top = _empty(arena, top, (3,))
     origins, top = _empty(arena, top, (n, 3))
     axes, top = _empty(arena, top, (n, 3))
+    links, top = _empty(arena, top, (n, LINK_RECORD))
+    cache, top = _empty(arena, top, (_factor_cache_size(n, 1),))
+    at = _sigma_factor_base(arena, top, q, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
+                            ee_offset, base_mass, base_inertia, task_rows, reaction_rows, j_sigma, j_damp, cache, jg,
+                            om, re, ainv, origins, axes, links)
+    diag[0] = cache[at + _F_SIGMA]
+    return diag[0]
+
+
+@njit(cache=True, error_model="numpy")
+def _sigma_factor_base(arena, top, q, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia, ee_offset,
+                       base_mass, base_inertia, task_rows, reaction_rows, j_sigma, j_damp, cache, jg, om, re, ainv,
+                       origins, axes, links):
+    """The maps at q (into ``jg``, ``om``, ``re``, ``ainv``, ``origins``, ``axes``,
+    ``links``; base frame) and the factorisation of eq. 6 over all joints that gives
+    sigma_ratio (pseudoinverse branch), into a cleared one-slot ``cache``; returns the
+    slot's offset. Scratch from ``arena[top:]``."""
+    n = q.shape[0]
+    cg, top = _empty(arena, top, (3,))
     _floating_base_maps_in(arena, top, q, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
-                           ee_offset, base_mass, base_inertia, jg, om, re, ainv, cg, origins, axes)
+                           ee_offset, base_mass, base_inertia, jg, om, re, ainv, cg, origins, axes, links)
     mm, top = _empty(arena, top, (3, n))
     for r in range(3):
         for j in range(n):
             mm[r, j] = base_inertia[r, 0] * om[0, j] + base_inertia[r, 1] * om[1, j] + base_inertia[r, 2] * om[2, j]
     ones, top = _ones(arena, top, (n,))
-    cache, top = _empty(arena, top, (_factor_cache_size(n, 1),))
     _factor_cache_clear(cache, n)
-    at = _lse_factor(arena, top, cache, jg, mm, task_rows, reaction_rows, ones, SOLVER_PINV, 0.0, 0.0, j_sigma,
-                     j_damp)
-    diag[0] = cache[at + _F_SIGMA]
-    return diag[0]
+    return _lse_factor(arena, top, cache, jg, mm, task_rows, reaction_rows, ones, SOLVER_PINV, 0.0, 0.0, j_sigma,
+                       j_damp)
+
+
+@njit(cache=True, error_model="numpy")
+def _sym_eigvec(s, k, lam, out):
+    """A unit eigenvector (into ``out``) of the leading k x k block (k <= 3) of a
+    symmetric ``s`` for its simple eigenvalue ``lam``: the null vector of ``s − lam I``, by
+    the largest cross product of two of its rows (k = 3)."""
+    if k == 1:
+        out[0] = 1.0
+        return
+    if k == 2:
+        a0, a1 = s[0, 1], lam - s[0, 0]
+        b0, b1 = lam - s[1, 1], s[1, 0]
+        if a0 * a0 + a1 * a1 >= b0 * b0 + b1 * b1:
+            out[0], out[1] = a0, a1
+        else:
+            out[0], out[1] = b0, b1
+    else:
+        b00, b11, b22 = s[0, 0] - lam, s[1, 1] - lam, s[2, 2] - lam
+        b01, b02, b12 = s[0, 1], s[0, 2], s[1, 2]
+        out[0], out[1], out[2] = _cross3(b00, b01, b02, b01, b11, b12)
+        best = out[0] * out[0] + out[1] * out[1] + out[2] * out[2]
+        x0, x1, x2 = _cross3(b00, b01, b02, b02, b12, b22)
+        size = x0 * x0 + x1 * x1 + x2 * x2
+        if size > best:
+            best = size
+            out[0], out[1], out[2] = x0, x1, x2
+        x0, x1, x2 = _cross3(b01, b11, b12, b02, b12, b22)
+        if x0 * x0 + x1 * x1 + x2 * x2 > best:
+            out[0], out[1], out[2] = x0, x1, x2
+    size = 0.0
+    for a in range(k):
+        size += out[a] * out[a]
+    size = math.sqrt(size)
+    for a in range(k):
+        out[a] /= size
+
+
+# the eigenvalue gap (relative to the largest) below which an extreme eigenvalue is taken
+# as repeated: its derivative is then no single number, and sigma_ascent differences instead
+_SIMPLE_EIGEN_GAP = 1e-8
+
+
+@njit(cache=True, error_model="numpy")
+def _middle_gaps(s, k, lo, hi):
+    """The gaps of the extreme eigenvalues ``lo`` and ``hi`` of the leading k x k block of
+    a symmetric ``s`` to the rest of its spectrum (``inf`` for k = 1)."""
+    if k == 1:
+        return math.inf, math.inf
+    if k == 2:
+        return hi - lo, hi - lo
+    mid = s[0, 0] + s[1, 1] + s[2, 2] - lo - hi
+    return mid - lo, hi - mid
+
+
+@njit(cache=True, error_model="numpy")
+def _sigma_slope(arena, top, v, link_mass, base_mass, base_inertia, task_rows, reaction_rows, rot0, cache, at, links,
+                 origins, axes, om_b, re_b, ainv):
+    """The derivative of sigma_ratio along the joint-space direction ``v`` at q, exact
+    (no step); NaN where no such formula applies (the caller differences instead).
+
+    ``cache[at:]`` is the slot of the factorisation of eq. 6 over all joints at q (its
+    ``J⁺`` and ``A = M P``, ``P = I − J⁺J``; ``J``, ``M`` the rows of ``R0 Jg``, ``R0 I0 Om``),
+    and ``links``, ``origins``, ``axes``, ``om_b``, ``re_b``, ``ainv`` the base-frame maps
+    at q (:func:`_maps_tangent_in` turns them into ``J' = R0 Jg'`` and ``M' = R0 I0
+    Om'`` along v). With ``σ² = λ_min(A Aᵀ)`` (eigenvector ``u``, simple) and ``J`` not
+    damped (``P`` a projector, ``P J⁺ = 0``): ``A' = M' P + M P'`` with ``P' = −J⁺ J' P −
+    P J'ᵀ J⁺ᵀ``, and ``Aᵀ u = P Mᵀ u``, so ``(σ²)' = 2 uᵀ A' Aᵀ u = 2 (uᵀ M' a − (J⁺ᵀ Mᵀ
+    u) . (J' a))`` with ``a = Aᵀ u``. Likewise ``(‖M‖²)' = 2 wᵀ M' Mᵀ w`` for the top
+    eigenvector ``w`` of ``M Mᵀ``; sigma_ratio is ``σ / ‖M‖``. NaN where ``J`` is damped
+    or an eigenvalue involved is repeated (to :data:`_SIMPLE_EIGEN_GAP`) or ``σ`` is
+    round-off. Scratch from ``arena[top:]``."""
+    n = v.shape[0]
+    m = task_rows.shape[0]
+    r = reaction_rows.shape[0]
+    if cache[at + _F_DAMP_J] > 0.0 or cache[_C_M_NORM] <= 0.0:
+        return math.nan
+    jf, jp, mf, am, h, mp, qm, jq, jqp = _slot_views(cache, at, n, m, r)
+    g, top = _zeros(arena, top, (3, 3))
+    _gram(am[:r], g)
+    lo, hi = _sym_eig_extremes(g, r)
+    gap_lo = _middle_gaps(g, r, lo, hi)[0]
+    if lo <= 1e-12 * hi or gap_lo <= _SIMPLE_EIGEN_GAP * hi:
+        return math.nan
+    mmt, top = _zeros(arena, top, (3, 3))
+    _gram(mf[:r], mmt)
+    mlo, mhi = _sym_eig_extremes(mmt, r)
+    if _middle_gaps(mmt, r, mlo, mhi)[1] <= _SIMPLE_EIGEN_GAP * mhi:
+        return math.nan
+    tan, top = _empty(arena, top, (N_TANGENT, 3))
+    dainv, top = _empty(arena, top, (3, 3))
+    djg, top = _empty(arena, top, (3, n))
+    dom, top = _empty(arena, top, (3, n))
+    _maps_tangent_in(arena, top, v, link_mass, base_mass, links, origins, axes, om_b, re_b, ainv, tan, dainv, djg,
+                     dom)
+    u, top = _empty(arena, top, (3,))
+    _sym_eigvec(g, r, lo, u)
+    w, top = _empty(arena, top, (3,))
+    _sym_eigvec(mmt, r, mhi, w)
+    # a = Aᵀ u, Mᵀ u, Mᵀ w (n)
+    av, top = _zeros(arena, top, (n,))
+    mu_v, top = _zeros(arena, top, (n,))
+    mw_v, top = _zeros(arena, top, (n,))
+    for b in range(r):
+        for j in range(n):
+            av[j] += am[b, j] * u[b]
+            mu_v[j] += mf[b, j] * u[b]
+            mw_v[j] += mf[b, j] * w[b]
+    # the rows' derivatives, contracted: J' a (task rows), uᵀ M' a and wᵀ M' Mᵀ w
+    r0i0, top = _empty(arena, top, (3, 3))
+    for i in range(3):
+        for c in range(3):
+            r0i0[i, c] = rot0[i, 0] * base_inertia[0, c] + rot0[i, 1] * base_inertia[1, c] + rot0[i, 2] * base_inertia[2, c]
+    dsig2 = 0.0
+    for t in range(m):
+        row = task_rows[t]
+        ja = 0.0
+        jpg = 0.0
+        for j in range(n):
+            ja += (rot0[row, 0] * djg[0, j] + rot0[row, 1] * djg[1, j] + rot0[row, 2] * djg[2, j]) * av[j]
+            jpg += jp[j, t] * mu_v[j]
+        dsig2 -= jpg * ja
+    dmu2 = 0.0
+    for b in range(r):
+        row = reaction_rows[b]
+        ma = 0.0
+        mw = 0.0
+        for j in range(n):
+            dm = r0i0[row, 0] * dom[0, j] + r0i0[row, 1] * dom[1, j] + r0i0[row, 2] * dom[2, j]
+            ma += dm * av[j]
+            mw += dm * mw_v[j]
+        dsig2 += u[b] * ma
+        dmu2 += w[b] * mw
+    dsig2 *= 2.0
+    dmu2 *= 2.0
+    sigma = math.sqrt(lo)
+    mu = math.sqrt(mhi)
+    return (dsig2 / (2.0 * sigma)) / mu - sigma * (dmu2 / (2.0 * mu)) / mhi
 
 
 @njit(cache=True, error_model="numpy")
@@ -1319,25 +1658,32 @@ def sigma_ascent(q, jac, mmat, joint_xyz, joint_rot, joint_axis, link_mass, link
 
     The spare direction ``v`` spans what is left of the joint space after the task and the
     reaction constraint (the null space of ``[J; M]``, one-dimensional for the 7-joint
-    arm). ``out = gain * (d sigma_ratio / d v) * v`` with the derivative by a forward
-    difference along ``v``, ``(σ(q + h v) − σ(q)) / h`` with ``h = 1e-4`` rad (its
-    truncation ``h/2 |σ''|``: one evaluation of the momentum maps besides ``σ(q)``, which
-    the controller has from its own factorisation of eq. 6). Zero where no spare
-    direction exists (planar 3R). This keeps the arm away from reaction singularities
-    instead of only damping through them.
+    arm). ``out = gain * (d sigma_ratio / d v) * v`` with the derivative exact
+    (:func:`_sigma_slope`: the maps' tangent along ``v`` and the eigenvectors of the
+    extreme eigenvalues, from the factorisation of eq. 6 the controller has at q), or,
+    where that does not apply (``J`` damped, an extreme eigenvalue repeated), by a
+    forward difference ``(σ(q + h v) − σ(q)) / h`` with ``h = 1e-4`` rad (truncation
+    ``h/2 |σ''|``). Zero where no spare direction exists (planar 3R). This keeps the arm
+    away from reaction singularities instead of only damping through them.
     """
-    arena = np.empty(arena_size(q.shape[0]))
+    n = q.shape[0]
+    arena = np.empty(arena_size(n))
     _sigma_ascent_in(arena, 0, q, jac, mmat, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
-                     ee_offset, base_mass, base_inertia, task_rows, reaction_rows, j_sigma, j_damp, gain, math.nan,
-                     out)
+                     ee_offset, base_mass, base_inertia, task_rows, reaction_rows, j_sigma, j_damp, gain, np.eye(3),
+                     np.empty(_factor_cache_size(n, 1)), -1, np.empty((n, LINK_RECORD)), np.empty((n, 3)),
+                     np.empty((n, 3)), np.empty((3, n)), np.empty(3), np.empty((3, 3)), out)
 
 
 @njit(cache=True, error_model="numpy")
 def _sigma_ascent_in(arena, top, q, jac, mmat, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
-                     ee_offset, base_mass, base_inertia, task_rows, reaction_rows, j_sigma, j_damp, gain, sigma_here,
-                     out):
-    """:func:`sigma_ascent` with its scratch from ``arena[top:]``; ``sigma_here`` is
-    sigma_ratio at ``q`` (NaN: computed here)."""
+                     ee_offset, base_mass, base_inertia, task_rows, reaction_rows, j_sigma, j_damp, gain, rot0, cache,
+                     at, links, origins, axes, om_b, re_b, ainv, out):
+    """:func:`sigma_ascent` with its scratch from ``arena[top:]``. ``cache[at:]``: the
+    slot of the factorisation of eq. 6 over all joints at q (the controller's, of ``J =
+    R0 Jg`` and ``M = R0 I0 Om``: sigma_ratio, ``J⁺``, ``A``), and ``links``,
+    ``origins``, ``axes``, ``om_b``, ``re_b``, ``ainv`` the base-frame maps at q (see
+    :func:`_sigma_slope`); with ``at`` < 0 these are computed here (base frame, into
+    the arrays given, ``cache`` of one slot, ``rot0`` the identity)."""
     n = q.shape[0]
     m = task_rows.shape[0]
     r = reaction_rows.shape[0]
@@ -1396,18 +1742,23 @@ def _sigma_ascent_in(arena, top, q, jac, mmat, joint_xyz, joint_rot, joint_axis,
     best = math.sqrt(best)
     for j in range(n):
         v[j] /= best
-    h = 1e-4
-    qp, top = _empty(arena, top, (n,))
-    diag, top = _zeros(arena, top, (8,))
-    if sigma_here != sigma_here:
-        sigma_here = _sigma_ratio_base(arena, top, q, joint_xyz, joint_rot, joint_axis, link_mass, link_com,
-                                       link_inertia, ee_offset, base_mass, base_inertia, task_rows, reaction_rows,
-                                       j_sigma, j_damp, diag)
-    for j in range(n):
-        qp[j] = q[j] + h * v[j]
-    s_plus = _sigma_ratio_base(arena, top, qp, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
-                               ee_offset, base_mass, base_inertia, task_rows, reaction_rows, j_sigma, j_damp, diag)
-    slope = (s_plus - sigma_here) / h
+    if at < 0:
+        jg, top = _empty(arena, top, (3, n))
+        at = _sigma_factor_base(arena, top, q, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
+                                ee_offset, base_mass, base_inertia, task_rows, reaction_rows, j_sigma, j_damp, cache,
+                                jg, om_b, re_b, ainv, origins, axes, links)
+    slope = _sigma_slope(arena, top, v, link_mass, base_mass, base_inertia, task_rows, reaction_rows, rot0, cache, at,
+                         links, origins, axes, om_b, re_b, ainv)
+    if slope != slope:  # no exact slope here: a forward difference over h
+        h = 1e-4
+        qp, top = _empty(arena, top, (n,))
+        diag, top = _zeros(arena, top, (8,))
+        for j in range(n):
+            qp[j] = q[j] + h * v[j]
+        s_plus = _sigma_ratio_base(arena, top, qp, joint_xyz, joint_rot, joint_axis, link_mass, link_com,
+                                   link_inertia, ee_offset, base_mass, base_inertia, task_rows, reaction_rows, j_sigma,
+                                   j_damp, diag)
+        slope = (s_plus - cache[at + _F_SIGMA]) / h
     for j in range(n):
         out[j] = gain * slope * v[j]
 
@@ -1556,9 +1907,13 @@ def _controller_step_in(q, qd, base_pos, base_quat, base_w, base_v, have_base, m
                    + rot0[2, r] * (ext_point[2] - base_pos[2]))
     origins, top = _empty(arena, top, (n, 3))
     axes, top = _empty(arena, top, (n, 3))
+    links, top = _empty(arena, top, (n, LINK_RECORD))
+    om_b, top = _empty(arena, top, (3, n))
+    ainv_b, top = _empty(arena, top, (3, 3))
+    infer = 1.0 if mode == MOMENTUM_MEASURED else 0.0  # (not inline: a call of over 30 arguments takes no branch)
     _dynamics_terms_in(arena, top, q, qd, rot0, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
-                       ee_offset, base_mass, base_inertia, l_b, 1.0 if mode == MOMENTUM_MEASURED else 0.0, wm_b, f_b,
-                       pf_b, jac, jdqd, mmat, nvec, re_b, vee_b, w_model_b, origins, axes)
+                       ee_offset, base_mass, base_inertia, l_b, infer, wm_b, f_b, pf_b, jac, jdqd, mmat, nvec, re_b,
+                       vee_b, w_model_b, origins, axes, links, om_b, ainv_b)
     ee_meas, top = _empty(arena, top, (3,))
     ev_meas, top = _empty(arena, top, (3,))
     if momentum:  # the measured end-effector velocity (base twist and joint rates), task frame
@@ -1625,7 +1980,8 @@ def _controller_step_in(q, qd, base_pos, base_quat, base_w, base_v, have_base, m
         # sigma_ratio here: the whole arm's factorisation above computed it (its slot)
         _sigma_ascent_in(arena, top, q, jac, mmat, joint_xyz, joint_rot, joint_axis, link_mass, link_com,
                          link_inertia, ee_offset, base_mass, base_inertia, task_rows, reaction_rows,
-                         params[P_J_SIGMA_M], params[P_J_DAMP_M], params[P_K_SIGMA], cache[at + _F_SIGMA], z_extra)
+                         params[P_J_SIGMA_M], params[P_J_DAMP_M], params[P_K_SIGMA], rot0, cache, at, links, origins,
+                         axes, om_b, re_b, ainv_b, z_extra)
     _solve_ik_in(arena, top, cache, jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows, reaction_rows, q_min, q_max,
                  qd_max, qdd_max, dt, params[P_SOLVER], params[P_SIGMA_THRESHOLD], params[P_DAMP_MAX],
                  params[P_J_SIGMA_M], params[P_J_DAMP_M], params[P_K_NULL], params[P_K_LIMIT], z_extra, qdd, diag)
