@@ -192,9 +192,11 @@ class CaptureMonitor:
 
     def _leaving_reach(self, r: DebrisReading) -> bool:
         """The untouched debris is beyond the arm's reach and moving away from it."""
-        p, v, s = r.point_m, r.point_velocity_m_s, self._shoulder_list
-        ox, oy, oz = p[0] - s[0], p[1] - s[1], p[2] - s[2]
-        return bool(ox * ox + oy * oy + oz * oz > self._reach2 and ox * v[0] + oy * v[1] + oz * v[2] > 0.0)
+        px, py, pz = r.point_m.tolist()  # plain floats: cheaper per tick than numpy scalars
+        vx, vy, vz = r.point_velocity_m_s.tolist()
+        s = self._shoulder_list
+        ox, oy, oz = px - s[0], py - s[1], pz - s[2]
+        return ox * ox + oy * oy + oz * oz > self._reach2 and ox * vx + oy * vy + oz * vz > 0.0
 
     def over(self, t_s: float) -> bool:
         """The trial has nothing more to show (see the module docstring)."""

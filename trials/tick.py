@@ -494,8 +494,9 @@ class ServoTick:
 
     def _distance_m(self) -> float:
         """|end effector - target| - radius [m]."""
-        ee, tp = self._m.ee_position_m, self._target_pos
-        dx, dy, dz = ee[0] - tp[0], ee[1] - tp[1], ee[2] - tp[2]
+        ex, ey, ez = self._m.ee_position_m.tolist()  # plain floats: cheaper per tick than numpy scalars
+        tx, ty, tz = self._target_pos.tolist()
+        dx, dy, dz = ex - tx, ey - ty, ez - tz
         return math.sqrt(dx * dx + dy * dy + dz * dz) - self.limits.target_radius_m
 
     # -------------------------------------------------------------------- display
