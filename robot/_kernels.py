@@ -35,8 +35,8 @@ with ``c = Sbar_0`` and ``Hw = I_base + Kbar_0``. Setting P = L = 0:
 ``Jg`` is the Generalized Jacobian (base-frame components), ``Om`` the base angular
 velocity map. The time derivatives along the motion (the bias terms of eq. 1 and 2) are
 the directional derivatives of ``Jg(q) qd`` and ``Om(q) qd`` along ``qd``, in forward mode
-in the same O(n) pass over the links that forms the maps (exact, no step; see
-:func:`_floating_base_maps_in`), plus the rotation of the base frame:
+in one more O(n) pass over what the maps' pass recorded of each link (exact, no step;
+see :func:`_maps_tangent_in`), plus the rotation of the base frame:
 
     J qdd + Jdot qd :  x_dd = R0 (Jg qdd + d/dq[Jg qd] qd + w0 x (Jg qd))
     T = M qdd + n   :  M = R0 I0 Om,   n = R0 (I0 d/dq[Om qd] qd + w0 x I0 w0)
@@ -58,7 +58,7 @@ from numba.extending import intrinsic
 from numba.np.arrayobj import make_array, populate_array
 
 # Rows of the tangent of the momentum maps along a joint-space direction d (see
-# _floating_base_maps_in): Om d, d/dt (Om d), d/dt (Jg d), d re/dt, d cg/dt.
+# _maps_tangent_in): Om d, d/dt (Om d), d/dt (Jg d), d re/dt, d cg/dt.
 T_OM_D, T_DOM_D, T_DJG_D, T_DRE, T_DCG = range(5)
 N_TANGENT = 5
 # What _floating_base_maps_in records of each link for the tangent (a row of (n,

@@ -749,7 +749,7 @@ class FusedTick:
             if rows >= self._slot_end:  # a new chunk (or a new table): point the kernel at it
                 self._point_chunk(recorder)
             recorder.flag_bits = self._post_plant(self.tab, self.sc, tick._t_next_s, rows - self._slot_start,
-                                               scene_bits)
+                                                  scene_bits)
             recorder.commit_row()
         tick.k += 1
 
