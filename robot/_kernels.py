@@ -58,9 +58,9 @@ from numba.extending import intrinsic
 from numba.np.arrayobj import make_array, populate_array
 
 # Rows of the tangent of the momentum maps along a joint-space direction d (see
-# _maps_tangent_in): Om d, d/dt (Om d), d/dt (Jg d), d re/dt, d cg/dt.
-T_OM_D, T_DOM_D, T_DJG_D, T_DRE, T_DCG = range(5)
-N_TANGENT = 5
+# _maps_tangent_in): d/dt (Om d), d/dt (Jg d), d re/dt, d cg/dt.
+T_DOM_D, T_DJG_D, T_DRE, T_DCG = range(4)
+N_TANGENT = 4
 # What _floating_base_maps_in records of each link for the tangent (a row of (n,
 # LINK_RECORD)): R I Rᵀ (9, row-major), r_c (3), the suffix sums Kbar_j (9), Sbar_j (3),
 # Mbar_j (1) and Jt_j (3), base frame.
@@ -416,8 +416,7 @@ def _maps_tangent_in(arena, top, d, link_mass, base_mass, links, origins, axes, 
     that filled ``links``, ``origins``, ``axes``, ``om``, ``re`` and ``ainv`` (base frame).
     Forward mode: exact, no step, O(n).
 
-    Out: ``tan`` (:data:`N_TANGENT`, 3), the rows :data:`T_OM_D` ``Om d``,
-    :data:`T_DOM_D` ``d/dt (Om(q) d)``, :data:`T_DJG_D` ``d/dt (Jg(q) d)``, :data:`T_DRE`
+    Out: ``tan`` (:data:`N_TANGENT`, 3), the rows :data:`T_DOM_D` ``d/dt (Om(q) d)``, :data:`T_DJG_D` ``d/dt (Jg(q) d)``, :data:`T_DRE`
     ``d re/dt``, :data:`T_DCG` ``d cg/dt``; ``dainv`` (3, 3), ``d A⁻¹/dt``; and, when
     they have n columns (else 0), the whole maps' derivatives ``djg`` = ``d Jg/dt`` and
     ``dom`` = ``d Om/dt`` (3, n).
@@ -451,7 +450,7 @@ def _maps_tangent_in(arena, top, d, link_mass, base_mass, links, origins, axes, 
     ux, uy, uz = _cross3(wx, wy, wz, re[0] - px, re[1] - py, re[2] - pz)
     dre0, dre1, dre2 = vx + ux, vy + uy, vz + uz
     tan[T_DRE, 0], tan[T_DRE, 1], tan[T_DRE, 2] = dre0, dre1, dre2
-    # inwards: Kbar', Sbar' and each joint's Jt_j', Hq_j' (kept with columns, else contracted)
+    # inwards: Kbar', Sbar' and each joint's Jt_j', Hq_j'
     dkbar, top = _zeros(arena, top, (3, 3))
     dsbar, top = _zeros(arena, top, (3,))
     wxm, top = _empty(arena, top, (3, 3))
@@ -523,7 +522,6 @@ def _maps_tangent_in(arena, top, d, link_mass, base_mass, links, origins, axes, 
             dainv[r, c] = -(tmp[r, 0] * ainv[0, c] + tmp[r, 1] * ainv[1, c] + tmp[r, 2] * ainv[2, c])
     for r in range(3):
         tan[T_DCG, r] = dsbar[r] / mtot
-        tan[T_OM_D, r] = 0.0
         tan[T_DOM_D, r] = 0.0
         tan[T_DJG_D, r] = 0.0
     e0, e1, e2 = re[0], re[1], re[2]
@@ -551,9 +549,6 @@ def _maps_tangent_in(arena, top, d, link_mass, base_mass, links, origins, axes, 
         h1 = (a1 + b1 - djt[1, j]) / mtot + c1 + f1 + x1 + y1
         h2 = (a2 + b2 - djt[2, j]) / mtot + c2 + f2 + x2 + y2
         dj = d[j]
-        tan[T_OM_D, 0] += w0 * dj
-        tan[T_OM_D, 1] += w1 * dj
-        tan[T_OM_D, 2] += w2 * dj
         tan[T_DOM_D, 0] += v0 * dj
         tan[T_DOM_D, 1] += v1 * dj
         tan[T_DOM_D, 2] += v2 * dj
@@ -750,15 +745,16 @@ def _dynamics_terms_in(arena, top, q, qd, rot0, joint_xyz, joint_rot, joint_axis
     dlam, top = _empty(arena, top, (3,))
     lam_b, top = _empty(arena, top, (3,))
     drho, top = _empty(arena, top, (3,))
+    turn, top = _empty(arena, top, (3,))
     for r in range(3):
         dlam[r] = dainv[r, 0] * l_b[0] + dainv[r, 1] * l_b[1] + dainv[r, 2] * l_b[2]
         lam_b[r] = ainv[r, 0] * l_b[0] + ainv[r, 1] * l_b[1] + ainv[r, 2] * l_b[2]
         drho[r] = tan[T_DRE, r] - tan[T_DCG, r]
         dw[r] = tan[T_DOM_D, r] + dlam[r]
     _cross(dlam, rho, dj)
-    _cross(lam_b, drho, dlam)
+    _cross(lam_b, drho, turn)
     for r in range(3):
-        dj[r] += dlam[r] + tan[T_DJG_D, r]
+        dj[r] += turn[r] + tan[T_DJG_D, r]
     if f_b[0] != 0.0 or f_b[1] != 0.0 or f_b[2] != 0.0:  # an external force changes the momenta
         mtot = base_mass
         for j in range(n):
@@ -1624,7 +1620,7 @@ def _sigma_slope(arena, top, v, link_mass, base_mass, base_inertia, task_rows, r
     for i in range(3):
         for c in range(3):
             r0i0[i, c] = rot0[i, 0] * base_inertia[0, c] + rot0[i, 1] * base_inertia[1, c] + rot0[i, 2] * base_inertia[2, c]
-    dsig2 = 0.0
+    half_dsig2 = 0.0  # (σ²)' / 2 and, below, (‖M‖²)' / 2
     for t in range(m):
         row = task_rows[t]
         ja = 0.0
@@ -1632,8 +1628,8 @@ def _sigma_slope(arena, top, v, link_mass, base_mass, base_inertia, task_rows, r
         for j in range(n):
             ja += (rot0[row, 0] * djg[0, j] + rot0[row, 1] * djg[1, j] + rot0[row, 2] * djg[2, j]) * av[j]
             jpg += jp[j, t] * mu_v[j]
-        dsig2 -= jpg * ja
-    dmu2 = 0.0
+        half_dsig2 -= jpg * ja
+    half_dmu2 = 0.0
     for b in range(r):
         row = reaction_rows[b]
         ma = 0.0
@@ -1642,13 +1638,11 @@ def _sigma_slope(arena, top, v, link_mass, base_mass, base_inertia, task_rows, r
             dm = r0i0[row, 0] * dom[0, j] + r0i0[row, 1] * dom[1, j] + r0i0[row, 2] * dom[2, j]
             ma += dm * av[j]
             mw += dm * mw_v[j]
-        dsig2 += u[b] * ma
-        dmu2 += w[b] * mw
-    dsig2 *= 2.0
-    dmu2 *= 2.0
+        half_dsig2 += u[b] * ma
+        half_dmu2 += w[b] * mw
     sigma = math.sqrt(lo)
     mu = math.sqrt(mhi)
-    return (dsig2 / (2.0 * sigma)) / mu - sigma * (dmu2 / (2.0 * mu)) / mhi
+    return (half_dsig2 / sigma) / mu - sigma * (half_dmu2 / mu) / mhi
 
 
 @njit(cache=True, error_model="numpy")
