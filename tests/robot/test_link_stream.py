@@ -340,7 +340,10 @@ def test_a_client_falls_back_to_zeromq_against_a_server_without_the_stream(serve
             arm.close()
         # the old server saw one message it does not know (counted as such); the new one refused politely
         old = server_kind is ServerWithoutTheStreamMessage
-        assert server.counters.rejected == {**dict.fromkeys(server.counters.rejected, 0), "malformed": int(old)}
+        rejected = dict(server.counters.rejected)
+        if mode == "realtime":  # a VM stall may age a command past the step limit: the safety rule, not the fallback
+            rejected["stale"] = 0
+        assert rejected == {**dict.fromkeys(rejected, 0), "malformed": int(old)}
 
 
 def test_a_server_off_loopback_has_no_stream(keys: Path) -> None:
