@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import math
 
-from numba import njit
+from capture_trainer.compiled import kernel
 
 #: ``CapturePath`` damping kinds (kernel codes).
 UNDER, CRITICAL, OVER = 0, 1, 2
 
 
-@njit(cache=True)
+@kernel
 def capture_basis(kind, alpha, w, k_p, tau_s):  # type: ignore[no-untyped-def]
     """``(φ1, φ2, φ1', φ2')`` of ``ε̈ + k_d ε̇ + k_p ε = 0`` at ``tau_s`` (``CapturePath.basis``)."""
     tau = tau_s
@@ -48,7 +48,7 @@ def capture_basis(kind, alpha, w, k_p, tau_s):  # type: ignore[no-untyped-def]
     )
 
 
-@njit(cache=True)
+@kernel
 def dynamic_guidance_force(  # type: ignore[no-untyped-def]
     kind, alpha, w, k_p, k_d, m, c, tau_s, e0, de0, xt, vt, at, xe, ve, out
 ):
@@ -70,7 +70,7 @@ def dynamic_guidance_force(  # type: ignore[no-untyped-def]
     return math.sqrt(deviation_sq)
 
 
-@njit(cache=True)
+@kernel
 def frame_force(sr, force, out):  # type: ignore[no-untyped-def]
     """``ForceRenderer.render``: ``out = sr @ force`` with ``sr = force_scale R_dev<-task``.
 
@@ -87,7 +87,7 @@ def frame_force(sr, force, out):  # type: ignore[no-untyped-def]
     out[2] = sr[2, 0] * fx + sr[2, 1] * fy + sr[2, 2] * fz
 
 
-@njit(cache=True)
+@kernel
 def takeover(out, hand, deviation_m, max_deviation_m, takeover_force_n, hold_s, since, t_s):  # type: ignore[no-untyped-def]
     """``DynamicGuidance``'s take-over test against the guidance force in ``out``.
 
@@ -120,7 +120,7 @@ def takeover(out, hand, deviation_m, max_deviation_m, takeover_force_n, hold_s, 
     return t_s - since[0] >= hold_s
 
 
-@njit(cache=True)
+@kernel
 def dynamic_guidance_step(  # type: ignore[no-untyped-def]
     kind, alpha, w, gains, tau_s, e0, de0, xt, vt, at, xe, ve, hand, since, t_s, test, out
 ):
@@ -138,7 +138,7 @@ def dynamic_guidance_step(  # type: ignore[no-untyped-def]
     return takeover(out, hand, deviation, gains[4], gains[5], gains[6], since, t_s)
 
 
-@njit(cache=True)
+@kernel
 def one_sided_wall(depth, outward_speed, stiffness, damping):  # type: ignore[no-untyped-def]
     """Magnitude of a one-sided wall's push back [N] for a penetration ``depth`` > 0 [m].
 
@@ -147,7 +147,7 @@ def one_sided_wall(depth, outward_speed, stiffness, damping):  # type: ignore[no
     return stiffness * depth + damping * (outward_speed if not 0.0 > outward_speed else 0.0)
 
 
-@njit(cache=True)
+@kernel
 def workspace_walls(lower, upper, back, stiffness, damping, pos, vel, out):  # type: ignore[no-untyped-def]
     """``WorkspaceWalls.force``: one-sided spring-dampers at the box walls (device frame),
     mapped back to the task frame by ``back`` (3, 3); written into ``out``."""
@@ -177,7 +177,7 @@ def workspace_walls(lower, upper, back, stiffness, damping, pos, vel, out):  # t
 # compiler cannot turn the ``pow`` call into a multiplication: bit-identical to Python.
 
 
-@njit(cache=True)
+@kernel
 def reach_limit(wall_m, stiffness, damping, xe, base, ve, two, out):  # type: ignore[no-untyped-def]
     """``ReachLimit.force``: inward push beyond the sphere of radius ``wall_m`` about
     ``base`` (task frame), written into ``out``; ``two`` = 2.0 (see above)."""
@@ -198,7 +198,7 @@ def reach_limit(wall_m, stiffness, damping, xe, base, ve, two, out):  # type: ig
     out[2] = -magnitude * dz / r
 
 
-@njit(cache=True)
+@kernel
 def joint_limit_proximity(lower_wall, upper_wall, stiffness, q, jacobian_pinv, two, out):  # type: ignore[no-untyped-def]
     """``JointLimitProximity.force``: each joint inside its margin pushes the end effector
     along the normalised row of ``jacobian_pinv`` that moves it away; the sum into
@@ -233,7 +233,7 @@ def joint_limit_proximity(lower_wall, upper_wall, stiffness, q, jacobian_pinv, t
     out[2] = fz
 
 
-@njit(cache=True)
+@kernel
 def potential_field(k_n_m, saturation_m, xe, xt, out):  # type: ignore[no-untyped-def]
     """``PotentialField.force`` without obstacles: ``k (x_t − x_e)``, its magnitude capped
     at ``k d_sat`` beyond ``saturation_m`` (NaN: no cap), into ``out`` [N], task frame."""
@@ -250,7 +250,7 @@ def potential_field(k_n_m, saturation_m, xe, xt, out):  # type: ignore[no-untype
     out[2] = gain * dz
 
 
-@njit(cache=True)
+@kernel
 def reaction_boundary(stiffness, margin, threshold, sigma, xe, x_cmd, out):  # type: ignore[no-untyped-def]
     """``ReactionBoundary.force``: ``−k w (x_cmd − x_e)`` with the weight ``w`` of the
     gauge ``sigma`` (``ReactionBoundary.weight``), into ``out`` [N], task frame."""

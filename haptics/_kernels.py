@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from numba import njit
+from capture_trainer.compiled import kernel
 
 # Operator scalar state.
 S_LAST_T, S_PLAN_T0, S_PLAN_T, S_GRIP, S_ACTIVE_N, S_GUIDED, S_COMPLIANCE = range(7)
@@ -38,7 +38,7 @@ V_X_HAND, V_X_EQ, V_WANT, V_NOISE, V_YIELD_X, V_YIELD_V, V_GOAL_X, V_GOAL_V = ra
 N_VECTORS = 8
 
 
-@njit(cache=True)
+@kernel
 def plan_state(s, vec, coef, t_s, k):  # type: ignore[no-untyped-def]
     """Planned position [m], velocity [m/s], acceleration [m/s²] of axis ``k`` at ``t_s``."""
     tau = t_s - s[S_PLAN_T0]
@@ -60,7 +60,7 @@ def plan_state(s, vec, coef, t_s, k):  # type: ignore[no-untyped-def]
     return x, v, a
 
 
-@njit(cache=True)
+@kernel
 def operator_drive(s, p, vec, coef, noise, t_s, x, v, f, out):  # type: ignore[no-untyped-def]
     """One period of ``HumanOperator.drive`` after any re-planning (see that method).
 
@@ -185,7 +185,7 @@ def operator_drive(s, p, vec, coef, noise, t_s, x, v, f, out):  # type: ignore[n
         s[S_COCON] = cocon
 
 
-@njit(cache=True)
+@kernel
 def reachable_within(reach_x, reach_v, lag_s, low, high, horizon_s):  # type: ignore[no-untyped-def]
     """Whether a point at ``reach_x + reach_v lag_s`` [m] moving at ``reach_v`` [m/s]
     (device frame: the target in the hand's frame) is inside the box ``low``..``high``
@@ -211,7 +211,7 @@ def reachable_within(reach_x, reach_v, lag_s, low, high, horizon_s):  # type: ig
     return True
 
 
-@njit(cache=True)
+@kernel
 def store_percept(ring, row, t_s, tp, tv, ep, ev, vec):  # type: ignore[no-untyped-def]
     """Write one percept row: t, target pos/vel, ee pos/vel, the hand's position."""
     ring[row, 0] = t_s
@@ -223,7 +223,7 @@ def store_percept(ring, row, t_s, tp, tv, ep, ev, vec):  # type: ignore[no-untyp
         ring[row, 13 + k] = vec[V_X_HAND, k]
 
 
-@njit(cache=True)
+@kernel
 def device_step(zoh, stops, pos, vel, drive, force, hand):  # type: ignore[no-untyped-def]
     """One ZOH period of ``SimulatedDevice`` (see ``SimulatedDevice.read``).
 
@@ -264,7 +264,7 @@ def device_step(zoh, stops, pos, vel, drive, force, hand):  # type: ignore[no-un
 
 
 
-@njit(cache=True)
+@kernel
 def map_to_task(sr, off, held, reanchor, pos, vel, out_pos, out_vel):  # type: ignore[no-untyped-def]
     """``WorkspaceMapping.to_task`` unclutched: x = o + s R p, v = s R v (device -> task).
 
@@ -301,7 +301,7 @@ def map_to_task(sr, off, held, reanchor, pos, vel, out_pos, out_vel):  # type: i
     out_vel[2] = sr[2, 0] * vx + sr[2, 1] * vy + sr[2, 2] * vz
 
 
-@njit(cache=True)
+@kernel
 def map_rt(r, vec, off, gain, out):  # type: ignore[no-untyped-def]
     """out = gain Rᵀ (vec − off): task -> device frame (``off`` zeros for vectors)."""
     x = vec[0] - off[0]
@@ -312,7 +312,7 @@ def map_rt(r, vec, off, gain, out):  # type: ignore[no-untyped-def]
     out[2] = gain * (r[0, 2] * x + r[1, 2] * y + r[2, 2] * z)
 
 
-@njit(cache=True)
+@kernel
 def map_state_rt(r, pos, vel, off, gain, out_pos, out_vel):  # type: ignore[no-untyped-def]
     """A point and its velocity task -> device frame in one call (see :func:`map_rt`)."""
     map_rt(r, pos, off, gain, out_pos)
@@ -320,7 +320,7 @@ def map_state_rt(r, pos, vel, off, gain, out_pos, out_vel):  # type: ignore[no-u
         out_vel[i] = gain * (r[0, i] * vel[0] + r[1, i] * vel[1] + r[2, i] * vel[2])
 
 
-@njit(cache=True)
+@kernel
 def map_r(r, vec, gain, out):  # type: ignore[no-untyped-def]
     """out = gain R vec: device -> task frame."""
     x = vec[0]
@@ -352,7 +352,7 @@ _T27 = 134217729.0  # 2^27 + 1: Veltkamp's split
 _SMALLEST_NORMAL = 2.2250738585072014e-308
 
 
-@njit(cache=True)
+@kernel
 def hypot3(x, y, z):  # type: ignore[no-untyped-def]
     """``math.hypot(x, y, z)`` of CPython 3.10/3.11 (``vector_norm``: scaled, with an
     error-free split of the squares and a final differential correction), to the bit."""
@@ -422,7 +422,7 @@ def hypot3(x, y, z):  # type: ignore[no-untyped-def]
     return (h + q / (2.0 * h)) / scale
 
 
-@njit(cache=True)
+@kernel
 def _safety_stale(st, cfg, t_s):  # type: ignore[no-untyped-def]
     timeout = cfg[SC_STALE]
     for ch in range(int(st[SF_N_CHANNELS])):
@@ -431,7 +431,7 @@ def _safety_stale(st, cfg, t_s):  # type: ignore[no-untyped-def]
     return False
 
 
-@njit(cache=True)
+@kernel
 def _safety_watchdog_output(st, cfg, t_s, out):  # type: ignore[no-untyped-def]
     k = 1.0 - (t_s - st[SF_WD_T0]) / cfg[SC_WD_RAMP]
     if k <= 0.0:
@@ -443,7 +443,7 @@ def _safety_watchdog_output(st, cfg, t_s, out):  # type: ignore[no-untyped-def]
     out[2] = k * st[SF_WD_FZ]
 
 
-@njit(cache=True)
+@kernel
 def safety_filter(st, cfg, t_s, force, out):  # type: ignore[no-untyped-def]
     """``SafetyLayer.filter(t_s, force)`` (see that method and the module docstring of
     :mod:`haptics.safety`): the same operations in the same order, on the packed state

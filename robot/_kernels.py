@@ -57,6 +57,8 @@ from numba.core.imputils import impl_ret_untracked
 from numba.extending import intrinsic
 from numba.np.arrayobj import make_array, populate_array
 
+from capture_trainer.compiled import kernel
+
 # Rows of the tangent of the momentum maps along a joint-space direction d (see
 # _maps_tangent_in): d/dt (Om d), d/dt (Jg d), d re/dt, d cg/dt.
 T_DOM_D, T_DJG_D, T_DRE, T_DCG = range(4)
@@ -98,7 +100,7 @@ SOLVER_PINV = 1.0
 SOLVER_LSE_REACTION_FIRST = 2.0  # eq. 6; at a reaction singularity the task gives way
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def arena_size(n):
     """Floats of work arena the kernels need for an arm of ``n`` joints.
 
@@ -169,7 +171,7 @@ def _untracked(typingctx, array):
     return array(array), codegen
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@kernel(error_model="numpy", inline="always")
 def _empty(arena, top, shape):
     """``np.empty(shape)`` without the heap: a view of the work arena at ``arena[top:]``.
 
@@ -188,7 +190,7 @@ def _empty(arena, top, shape):
     return _view(arena, top, shape), end  # type: ignore[call-arg]  # numba supplies typingctx
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@kernel(error_model="numpy", inline="always")
 def _full(arena, top, shape, value):
     """``np.full(shape, value)`` taken from the work arena (see :func:`_empty`)."""
     out, end = _empty(arena, top, shape)
@@ -198,19 +200,19 @@ def _full(arena, top, shape, value):
     return out, end
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@kernel(error_model="numpy", inline="always")
 def _zeros(arena, top, shape):
     """``np.zeros(shape)`` taken from the work arena (see :func:`_empty`)."""
     return _full(arena, top, shape, 0.0)
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@kernel(error_model="numpy", inline="always")
 def _ones(arena, top, shape):
     """``np.ones(shape)`` taken from the work arena (see :func:`_empty`)."""
     return _full(arena, top, shape, 1.0)
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _axis_rotation(x: float, y: float, z: float, angle: float, out: np.ndarray) -> None:
     """Rodrigues: rotation by ``angle`` about the unit axis ``(x, y, z)``."""
     c = math.cos(angle)
@@ -227,7 +229,7 @@ def _axis_rotation(x: float, y: float, z: float, angle: float, out: np.ndarray) 
     out[2, 2] = t * z * z + c
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _cross(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     x = a[1] * b[2] - a[2] * b[1]
     y = a[2] * b[0] - a[0] * b[2]
@@ -237,7 +239,7 @@ def _cross(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     out[2] = z
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@kernel(error_model="numpy", inline="always")
 def _cross3(a0, a1, a2, b0, b1, b2):
     """``a x b`` of two vectors given by their components (scalars: no array in a hot loop)."""
     return a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0
@@ -256,7 +258,7 @@ def forward_kinematics(q, joint_xyz, joint_rot, joint_axis, ee_offset, origins, 
     _forward_kinematics_in(arena, 0, q, joint_xyz, joint_rot, joint_axis, ee_offset, origins, axes, rots, ee)
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _forward_kinematics_in(arena, top, q, joint_xyz, joint_rot, joint_axis, ee_offset, origins, axes, rots, ee):
     """:func:`forward_kinematics` with its scratch from ``arena[top:]``."""
     n = q.shape[0]
@@ -320,7 +322,7 @@ def floating_base_maps(q, joint_xyz, joint_rot, joint_axis, link_mass, link_com,
                            np.empty((n, 3)), np.empty((n, 3)), np.empty((n, LINK_RECORD)))
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _floating_base_maps_in(arena, top, q, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
                            ee_offset, base_mass, base_inertia, jg, om, re, ainv, cg, origins, axes, links):
     """:func:`floating_base_maps` with its scratch from ``arena[top:]``; also ``ainv``
@@ -409,7 +411,7 @@ def _floating_base_maps_in(arena, top, q, joint_xyz, joint_rot, joint_axis, link
         jg[2, j] = ((s0 * w1 - s1 * w0) - jt[2, j]) / mtot + x2 + y2
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _maps_tangent_in(arena, top, d, link_mass, base_mass, links, origins, axes, om, re, ainv, tan, dainv, djg, dom):
     """The derivatives of the momentum maps along a joint-space direction ``d`` (n,)
     [rad/s], ``q(t) = q + t d``, at the ``q`` of the :func:`_floating_base_maps_in` pass
@@ -560,7 +562,7 @@ def _maps_tangent_in(arena, top, d, link_mass, base_mass, links, origins, axes, 
             djg[0, j], djg[1, j], djg[2, j] = h0, h1, h2
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _inverse3(a, out):
     """Inverse of a 3x3 matrix by cofactors (used on symmetric positive definite ones)."""
     c00 = a[1, 1] * a[2, 2] - a[1, 2] * a[2, 1]
@@ -579,7 +581,7 @@ def _inverse3(a, out):
     out[2, 2] = (a[0, 0] * a[1, 1] - a[0, 1] * a[1, 0]) * inv
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _spd_inverse(s, k, out):
     """Inverse of the leading k x k block (k <= 3) of a symmetric positive definite s."""
     if k == 1:
@@ -594,7 +596,7 @@ def _spd_inverse(s, k, out):
         _inverse3(s, out)
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _sym_eig_extremes(s, k):
     """Smallest and largest eigenvalue of the leading k x k block of a symmetric s."""
     if k == 1:
@@ -631,7 +633,7 @@ def _sym_eig_extremes(s, k):
     return e_lo, e_hi
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _maps_times_rates(arena, top, q, qd, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
                       ee_offset, base_mass, base_inertia, l_b, jg, om, re, vee, w, ainv, rho, origins, axes, links,
                       tan, dainv):
@@ -688,7 +690,7 @@ def dynamics_terms(q, qd, rot0, joint_xyz, joint_rot, joint_axis, link_mass, lin
                        np.empty((3, n)), np.empty((3, 3)))
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _dynamics_terms_in(arena, top, q, qd, rot0, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
                        ee_offset, base_mass, base_inertia, l_b, infer, wm_b, f_b, pf_b, jac, jdqd, mmat, nvec, re_b,
                        vee_b, w_b, origins, axes, links, om, ainv):
@@ -806,7 +808,7 @@ def _dynamics_terms_in(arena, top, q, qd, rot0, joint_xyz, joint_rot, joint_axis
             mmat[r, j] = r0i0[r, 0] * om[0, j] + r0i0[r, 1] * om[1, j] + r0i0[r, 2] * om[2, j]
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def acceleration_bounds(q, qd, q_min, q_max, qd_max, qdd_max, dt, lo, hi):
     """Per-joint acceleration bounds for this tick from position, rate and acceleration limits.
 
@@ -835,7 +837,7 @@ def acceleration_bounds(q, qd, q_min, q_max, qd_max, qdd_max, dt, lo, hi):
         hi[i] = a_hi
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _select_rows(src, rows, free, out):
     """out[a, j] = src[rows[a], j] * free[j] (task or reaction rows of the free joints)."""
     for a in range(rows.shape[0]):
@@ -843,7 +845,7 @@ def _select_rows(src, rows, free, out):
             out[a, j] = src[rows[a], j] * free[j]
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _gram(mat, out):
     """out[:k, :k] = mat mat^T for a k x n mat."""
     k = mat.shape[0]
@@ -855,7 +857,7 @@ def _gram(mat, out):
             out[a, b] = acc
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _damping_squared(sigma, threshold, damping_max):
     """Squared damping: 0 above the threshold, rising smoothly to damping_max^2 at sigma 0."""
     if sigma >= threshold:
@@ -864,7 +866,7 @@ def _damping_squared(sigma, threshold, damping_max):
     return (1.0 - ratio * ratio) * damping_max * damping_max
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _damped_pinv(arena, top, jf, j_sigma, j_damp, jp):
     """Damped pseudoinverse ``jp = Jᵀ (J Jᵀ + λ² I)⁻¹`` (n x m) of an m x n ``jf`` (m <= 3).
 
@@ -883,7 +885,7 @@ def _damped_pinv(arena, top, jf, j_sigma, j_damp, jp):
     return lam2, e_hi
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _null_projector(pinv, mat, out):
     """``out = I − pinv mat`` (n x n) for an n x k ``pinv`` of a k x n ``mat``."""
     n = out.shape[0]
@@ -895,7 +897,7 @@ def _null_projector(pinv, mat, out):
             out[i, j] = (1.0 if i == j else 0.0) - acc
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _regularised_pinv(arena, top, mat, lam2, out):
     """``out = matᵀ (mat matᵀ + lam2 I)⁻¹`` (n x k) of a k x n ``mat`` (k <= 3); scratch from ``arena[top:]``."""
     k = mat.shape[0]
@@ -906,7 +908,7 @@ def _regularised_pinv(arena, top, mat, lam2, out):
     _pinv_of_gram(arena, top, mat, g, out)
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _pinv_of_gram(arena, top, mat, g, out):
     """``out = matᵀ g⁻¹`` (n x k) of a k x n ``mat`` (k <= 3) and a symmetric positive
     definite ``g`` (the leading k x k block of a 3 x 3: ``mat matᵀ + λ² I``); scratch from
@@ -947,19 +949,19 @@ _B_PINV, _B_LSE, _B_REACTION_FIRST = 0.0, 1.0, 2.0
 FACTOR_SLOTS = 8
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _slot_size(n):
     """Floats of one factor slot for ``n`` joints (up to 3 task and 3 reaction rows)."""
     return _F_HEAD + 21 * n + n * n + 9
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _factor_cache_size(n, slots):
     """Floats of a factor cache of ``slots`` slots (and its header)."""
     return _C_HEAD + slots * _slot_size(n)
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _factor_cache_clear(cache, n):
     """Empty every slot: the cache is valid for one (J, M) and one set of IK settings."""
     size = _slot_size(n)
@@ -970,7 +972,7 @@ def _factor_cache_clear(cache, n):
         cache[at + _F_USED] = 0.0
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@kernel(error_model="numpy", inline="always")
 def _slot_views(cache, at, n, m, r):
     """The factor slot at ``cache[at:]`` as its arrays (untracked views of ``cache``):
     jf (m, n), jp (n, m), mf (r, n), am (3, n), h (3, 3), mp (n, r), qm (n, n), jq (m, n),
@@ -996,7 +998,7 @@ def _slot_views(cache, at, n, m, r):
     return jf, jp, mf, am, h, mp, qm, jq, jqp
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _lse_factor(arena, top, cache, jac, mmat, task_rows, reaction_rows, free, solver, sigma_threshold, damp_max,
                 j_sigma, j_damp):
     """What one damped eq. 6 solve over the free joints computes before it meets its
@@ -1107,7 +1109,7 @@ def _lse_factor(arena, top, cache, jac, mmat, task_rows, reaction_rows, free, so
     return at
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _reaction_residual(mf, nvec, qdd, r, out):
     """``out[:r] = M qdd + n``: the reaction rows' residual [N m] (``mf``: M over the free
     joints, ``nvec``: the rows' right-hand side)."""
@@ -1118,7 +1120,7 @@ def _reaction_residual(mf, nvec, qdd, r, out):
         out[a] = acc
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _lse_apply(arena, top, cache, at, m, r, rhs, nvec, z, free, qdd, diag):
     """One damped eq. 6 solve over the free joints from the factors in the slot at
     ``cache[at:]`` (:func:`_lse_factor`) for ``m`` task and ``r`` reaction rows; writes qdd
@@ -1211,7 +1213,7 @@ def _lse_apply(arena, top, cache, at, m, r, rhs, nvec, z, free, qdd, diag):
         qdd[j] -= acc
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _solve_parts(arena, top, cache, jac, jdqd, xdd, mmat, nvec, t_des, task_rows, reaction_rows, free, fixed, z,
                  solver, sigma_threshold, damp_max, j_sigma, j_damp, c, d, diag):
     """Eq. 6 over the free joints, split into its two parts (``c + d`` is the solution).
@@ -1255,7 +1257,7 @@ def _solve_parts(arena, top, cache, jac, jdqd, xdd, mmat, nvec, t_des, task_rows
         d[j] *= free[j]
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _task_scale(c, d, lo, hi, qdd_max, free):
     """Largest ``s`` in [_TASK_SCALE_MIN, 1] with ``lo <= c + s d <= hi`` on the free joints; -inf if none."""
     s_lo = _TASK_SCALE_MIN
@@ -1281,7 +1283,7 @@ def _task_scale(c, d, lo, hi, qdd_max, free):
     return s_hi
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _worst_joint(sol, lo, hi, qdd_max, free):
     """The free joint furthest outside its bounds (relative to its limit); -1 if none.
 
@@ -1349,7 +1351,7 @@ def solve_ik(jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows, reaction_rows,
                  diag)
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _solve_ik_in(arena, top, cache, jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows, reaction_rows, q_min,
                  q_max, qd_max, qdd_max, dt, solver, sigma_threshold, damp_max, j_sigma, j_damp, k_null, k_limit,
                  z_extra, qdd, diag):
@@ -1453,7 +1455,7 @@ def _solve_ik_in(arena, top, cache, jac, jdqd, mmat, nvec, xdd, t_des, q, qd, ta
     diag[7] = _row_residual(mmat, nvec, t_des, reaction_rows, qdd, n)
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _row_residual(a_mat, b_vec, target, rows, qdd, n):
     """|A qdd + b − target| over ``rows`` (``n`` joints): the task (eq. 2's J, J̇q̇, ẍ) or
     the reaction (eq. 1's M, n, τ_des) residual of the IK's solution."""
@@ -1466,7 +1468,7 @@ def _row_residual(a_mat, b_vec, target, rows, qdd, n):
     return math.sqrt(total)
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _sigma_ratio_base(arena, top, q, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia, ee_offset,
                       base_mass, base_inertia, task_rows, reaction_rows, j_sigma, j_damp, diag):
     """sigma_ratio at q (base frame: it is invariant to the base attitude); diag: work (8,);
@@ -1487,7 +1489,7 @@ def _sigma_ratio_base(arena, top, q, joint_xyz, joint_rot, joint_axis, link_mass
     return diag[0]
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _sigma_factor_base(arena, top, q, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia, ee_offset,
                        base_mass, base_inertia, task_rows, reaction_rows, j_sigma, j_damp, cache, jg, om, re, ainv,
                        origins, axes, links):
@@ -1509,7 +1511,7 @@ def _sigma_factor_base(arena, top, q, joint_xyz, joint_rot, joint_axis, link_mas
                        j_damp)
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _sym_eigvec(s, k, lam, out):
     """A unit eigenvector (into ``out``) of the leading k x k block (k <= 3) of a
     symmetric ``s`` for its simple eigenvalue ``lam``: the null vector of ``s − lam I``, by
@@ -1550,7 +1552,7 @@ def _sym_eigvec(s, k, lam, out):
 _SIMPLE_EIGEN_GAP = 1e-8
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _middle_gaps(s, k, lo, hi):
     """The gaps of the extreme eigenvalues ``lo`` and ``hi`` of the leading k x k block of
     a symmetric ``s`` to the rest of its spectrum (``inf`` for k = 1)."""
@@ -1562,7 +1564,7 @@ def _middle_gaps(s, k, lo, hi):
     return mid - lo, hi - mid
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _sigma_slope(arena, top, v, link_mass, base_mass, base_inertia, task_rows, reaction_rows, rot0, cache, at, links,
                  origins, axes, om_b, re_b, ainv):
     """The derivative of sigma_ratio along the joint-space direction ``v`` at q, exact
@@ -1668,23 +1670,15 @@ def sigma_ascent(q, jac, mmat, joint_xyz, joint_rot, joint_axis, link_mass, link
                      np.empty((n, 3)), np.empty((3, n)), np.empty(3), np.empty((3, 3)), out)
 
 
-@njit(cache=True, error_model="numpy")
-def _sigma_ascent_in(arena, top, q, jac, mmat, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
-                     ee_offset, base_mass, base_inertia, task_rows, reaction_rows, j_sigma, j_damp, gain, rot0, cache,
-                     at, links, origins, axes, om_b, re_b, ainv, out):
-    """:func:`sigma_ascent` with its scratch from ``arena[top:]``. ``cache[at:]``: the
-    slot of the factorisation of eq. 6 over all joints at q (the controller's, of ``J =
-    R0 Jg`` and ``M = R0 I0 Om``: sigma_ratio, ``J⁺``, ``A``), and ``links``,
-    ``origins``, ``axes``, ``om_b``, ``re_b``, ``ainv`` the base-frame maps at q (see
-    :func:`_sigma_slope`); with ``at`` < 0 these are computed here (base frame, into
-    the arrays given, ``cache`` of one slot, ``rot0`` the identity)."""
-    n = q.shape[0]
+@kernel(error_model="numpy")
+def _spare_direction_of_rows(arena, top, jac, mmat, task_rows, reaction_rows, v):
+    """The spare direction (into ``v``, unit): the residual of the coordinate axis that
+    keeps most of itself against the rows of ``[J; M]`` (task rows of ``jac``, reaction
+    rows of ``mmat``). False (``v`` not set) where no axis keeps more than 1e-6 of its
+    length (no spare direction). Scratch from ``arena[top:]``."""
+    n = v.shape[0]
     m = task_rows.shape[0]
     r = reaction_rows.shape[0]
-    for j in range(n):
-        out[j] = 0.0
-    if n <= m + r or gain == 0.0:
-        return
     # orthonormal basis of the rows of [J; M] (Gram-Schmidt), then the spare direction
     # is the largest residual of a coordinate axis against that basis
     rows = m + r
@@ -1713,7 +1707,6 @@ def _sigma_ascent_in(arena, top, q, jac, mmat, joint_xyz, joint_rot, joint_axis,
                 basis[count, j] = vec[j] / norm
             count += 1
     best = -1.0
-    v, top = _zeros(arena, top, (n,))
     cand, top = _empty(arena, top, (n,))
     for e in range(n):
         for j in range(n):
@@ -1732,10 +1725,85 @@ def _sigma_ascent_in(arena, top, q, jac, mmat, joint_xyz, joint_rot, joint_axis,
             for j in range(n):
                 v[j] = cand[j]
     if best <= 1e-12:
-        return
+        return False
     best = math.sqrt(best)
     for j in range(n):
         v[j] /= best
+    return True
+
+
+@kernel(error_model="numpy")
+def _spare_direction_of_factors(arena, top, cache, at, n, m, r, v):
+    """The spare direction (into ``v``, unit) from the factorisation of eq. 6 over all
+    joints in ``cache[at:]``, as :func:`_spare_direction_of_rows` defines it, without
+    an orthogonalisation: where ``J⁺`` is undamped (``P = I − J⁺J`` a projector) and
+    ``H = (A Aᵀ)⁻¹`` undamped (``A = M P``: the eq. 6 branch above the threshold), the
+    projector onto the null space of ``[J; M]`` is ``N = P − A⁺A = I − J⁺J − Aᵀ H A``
+    (the rows of ``A`` lie in the range of ``P``). The coordinate axis ``e`` that keeps
+    most of itself has the largest ``N_ee``, and its residual is ``N e``. False (``v``
+    not set) where the factors are damped or of another branch, or no ``N_ee`` exceeds
+    1e-12 (the caller orthogonalises the rows instead). Scratch from ``arena[top:]``."""
+    if cache[at + _F_BRANCH] != _B_LSE or cache[at + _F_DAMP_J] != 0.0 or cache[at + _F_DAMP_M] != 0.0:
+        return False
+    jf, jp, mf, am, h, mp, qm, jq, jqp = _slot_views(cache, at, n, m, r)
+    hae, top = _empty(arena, top, (3,))
+    best = -1.0
+    e = 0
+    for j in range(n):
+        kept = 1.0
+        for a in range(m):
+            kept -= jp[j, a] * jf[a, j]
+        for a in range(r):
+            acc = 0.0
+            for b in range(r):
+                acc += h[a, b] * am[b, j]
+            kept -= am[a, j] * acc
+        if kept > best:
+            best = kept
+            e = j
+    if best <= 1e-12:
+        return False
+    for a in range(r):
+        acc = 0.0
+        for b in range(r):
+            acc += h[a, b] * am[b, e]
+        hae[a] = acc
+    norm = 0.0
+    for j in range(n):
+        x = 1.0 if j == e else 0.0
+        for a in range(m):
+            x -= jp[j, a] * jf[a, e]
+        for a in range(r):
+            x -= am[a, j] * hae[a]
+        v[j] = x
+        norm += x * x
+    norm = math.sqrt(norm)
+    for j in range(n):
+        v[j] /= norm
+    return True
+
+
+@kernel(error_model="numpy")
+def _sigma_ascent_in(arena, top, q, jac, mmat, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
+                     ee_offset, base_mass, base_inertia, task_rows, reaction_rows, j_sigma, j_damp, gain, rot0, cache,
+                     at, links, origins, axes, om_b, re_b, ainv, out):
+    """:func:`sigma_ascent` with its scratch from ``arena[top:]``. ``cache[at:]``: the
+    slot of the factorisation of eq. 6 over all joints at q (the controller's, of ``J =
+    R0 Jg`` and ``M = R0 I0 Om``: sigma_ratio, ``J⁺``, ``A``), and ``links``,
+    ``origins``, ``axes``, ``om_b``, ``re_b``, ``ainv`` the base-frame maps at q (see
+    :func:`_sigma_slope`); with ``at`` < 0 these are computed here (base frame, into
+    the arrays given, ``cache`` of one slot, ``rot0`` the identity)."""
+    n = q.shape[0]
+    m = task_rows.shape[0]
+    r = reaction_rows.shape[0]
+    for j in range(n):
+        out[j] = 0.0
+    if n <= m + r or gain == 0.0:
+        return
+    v, top = _zeros(arena, top, (n,))
+    if not (at >= 0 and _spare_direction_of_factors(arena, top, cache, at, n, m, r, v)):
+        if not _spare_direction_of_rows(arena, top, jac, mmat, task_rows, reaction_rows, v):
+            return
     if at < 0:
         jg, top = _empty(arena, top, (3, n))
         at = _sigma_factor_base(arena, top, q, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
@@ -1757,7 +1825,7 @@ def _sigma_ascent_in(arena, top, q, jac, mmat, joint_xyz, joint_rot, joint_axis,
         out[j] = gain * slope * v[j]
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def quat_to_matrix(qx, qy, qz, qw, out):
     """Rotation matrix of a unit quaternion (x, y, z, w)."""
     out[0, 0] = 1.0 - 2.0 * (qy * qy + qz * qz)
@@ -1771,7 +1839,7 @@ def quat_to_matrix(qx, qy, qz, qw, out):
     out[2, 2] = 1.0 - 2.0 * (qx * qx + qy * qy)
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def quat_to_rotvec(quat, out):
     """Rotation vector [rad] of a quaternion (x, y, z, w), shortest rotation."""
     x, y, z, w = quat[0], quat[1], quat[2], quat[3]
@@ -1787,7 +1855,7 @@ def quat_to_rotvec(quat, out):
     out[2] = f * z
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def controller_step(q, qd, base_pos, base_quat, base_w, base_v, have_base, momentum_l, ext_force, ext_point, x_cmd,
                     v_cmd, a_cmd, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia, ee_offset,
                     base_mass, base_inertia, task_rows, reaction_rows, q_min, q_max, qd_max, qdd_max, params, qdd,
@@ -1866,7 +1934,7 @@ def controller_step(q, qd, base_pos, base_quat, base_w, base_v, have_base, momen
                         u(arena))
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _controller_step_in(q, qd, base_pos, base_quat, base_w, base_v, have_base, momentum_l, ext_force, ext_point,
                         x_cmd, v_cmd, a_cmd, joint_xyz, joint_rot, joint_axis, link_mass, link_com, link_inertia,
                         ee_offset, base_mass, base_inertia, task_rows, reaction_rows, q_min, q_max, qd_max, qdd_max,
@@ -2017,7 +2085,7 @@ def _controller_step_in(q, qd, base_pos, base_quat, base_w, base_v, have_base, m
     status[S_FAULT] = fault
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _next_base_rate(rot0, i0inv, base_inertia, w0, mmat, nvec, qdd, dt, out):
     """The base's angular velocity after one step [rad/s], base frame, as eq. 2 predicts it:
     ``w0 + dt I0⁻¹ (R0ᵀ (M q̈ + n) − w0 x I0 w0)`` (``M q̈ + n`` is the rate of change of
@@ -2041,7 +2109,7 @@ def _next_base_rate(rot0, i0inv, base_inertia, w0, mmat, nvec, qdd, dt, out):
         out[r] = w0[r] + dt * (i0inv[r, 0] * d0 + i0inv[r, 1] * d1 + i0inv[r, 2] * d2)
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _largest_scale(a, b, c):
     """For ``w(s) = w0 + s dw`` with ``a = |dw|²``, ``b = w0·dw``, ``c = |w0|² − limit²``:
     the largest ``s`` in [0, 1] with ``|w(s)| <= limit`` where ``|w0| <= limit``, else the
@@ -2054,7 +2122,7 @@ def _largest_scale(a, b, c):
     return min(1.0, max(0.0, -b / a))
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _rate_limited_torque(rot0, i0inv, base_inertia, w0, dt, limit, t_des):
     """Scale the desired base torque ``t_des`` (task frame: the base feedback) by the
     largest factor in [0, 1] that keeps the base rate after the step within ``limit``
@@ -2084,7 +2152,7 @@ def _rate_limited_torque(rot0, i0inv, base_inertia, w0, dt, limit, t_des):
         t_des[r] *= f
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _bound_base_rate(arena, top, cache, jac, jdqd, mmat, nvec, xdd, t_des, q, qd, task_rows, reaction_rows, q_min,
                      q_max, qd_max, qdd_max, params, z_extra, rot0, i0inv, base_inertia, w0, w_next, limit, qdd, diag):
     """Keep the predicted base rate within ``limit`` by scaling the task (controller_step).
@@ -2162,7 +2230,7 @@ def _bound_base_rate(arena, top, cache, jac, jdqd, mmat, nvec, xdd, t_des, q, qd
     return s, math.sqrt(rate2)
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _closing_torque(arena, top, rot0, wm_b, w0, base_inertia, dt, t_des):
     """Add to ``t_des`` the base torque (task frame) that brings the model's base rate
     ``w0`` to the measured ``wm_b`` (both base frame) within one step ``dt``:
@@ -2180,7 +2248,7 @@ def _closing_torque(arena, top, rot0, wm_b, w0, base_inertia, dt, t_des):
         t_des[r] += rot0[r, 0] * g[0] + rot0[r, 1] * g[1] + rot0[r, 2] * g[2]
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _ee_state_in(arena, top, q, qd, base_pos, rot0, base_v, base_w, joint_xyz, joint_rot, joint_axis, ee_offset, ee,
                  ee_v):
     """End effector from a measured state, task frame: ``ee = r0 + R0 r_e(q)``,
@@ -2195,7 +2263,7 @@ def _ee_state_in(arena, top, q, qd, base_pos, rot0, base_v, base_w, joint_xyz, j
     _ee_state_of(arena, top, origins, axes, re, qd, base_pos, rot0, base_v, base_w, ee, ee_v)
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _ee_state_of(arena, top, origins, axes, re, qd, base_pos, rot0, base_v, base_w, ee, ee_v):
     """:func:`_ee_state_in` from the forward kinematics at q: the joint ``origins`` and
     ``axes`` (n, 3) and the end effector ``re`` (3,), base frame. Scratch from ``arena[top:]``."""
@@ -2218,7 +2286,7 @@ def _ee_state_of(arena, top, origins, axes, re, qd, base_pos, rot0, base_v, base
         ee_v[r] = base_v[r] + tmp[r] + rot0[r, 0] * vb[0] + rot0[r, 1] * vb[1] + rot0[r, 2] * vb[2]
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def plant_readout(state, before, have_before, joint_xyz, joint_rot, joint_axis, ee_offset, base_inertia, dt, ee,
                   ee_v, attitude, torque, arena):
     """Plant read-outs from a measured state (actual base twist), task frame.
@@ -2271,7 +2339,7 @@ def base_torque(quat_before, w_before, w_after, base_inertia, dt, out):
     _base_torque_in(arena, 0, quat_before, w_before, w_after, base_inertia, dt, out)
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _base_torque_in(arena, top, quat_before, w_before, w_after, base_inertia, dt, out):
     """:func:`base_torque` with its scratch from ``arena[top:]``."""
     rot, top = _empty(arena, top, (3, 3))
@@ -2303,7 +2371,7 @@ def link_points(q, base_pos, base_quat, joint_xyz, joint_rot, joint_axis, ee_off
     _link_points_in(arena, 0, q, base_pos, base_quat, joint_xyz, joint_rot, joint_axis, ee_offset, out)
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _link_points_in(arena, top, q, base_pos, base_quat, joint_xyz, joint_rot, joint_axis, ee_offset, out):
     """:func:`link_points` with its scratch from ``arena[top:]``."""
     n = q.shape[0]
@@ -2325,7 +2393,7 @@ def _link_points_in(arena, top, q, base_pos, base_quat, joint_xyz, joint_rot, jo
             out[i + 1, r] = base_pos[r] + rot0[r, 0] * p0 + rot0[r, 1] * p1 + rot0[r, 2] * p2
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def plant_load(raw, before, joint_states, position, orientation, velocity, angular):
     """The plant state buffer of :func:`plant_readout` from PyBullet's own tuples, after a
     step: ``before`` takes what ``raw`` held (the state before the step, read just before
@@ -2362,7 +2430,7 @@ DB_IN_TOOL = 28
 N_DEBRIS = 35
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def debris_reading(buf, position, orientation, velocity, angular, ee, with_gap):
     """A debris' reading from its body's centre [m], attitude (quaternion xyzw), velocity
     [m/s] and spin [rad/s] (task frame; tuples as PyBullet gives them), into ``buf``
@@ -2413,7 +2481,7 @@ def debris_reading(buf, position, orientation, velocity, angular, ee, with_gap):
     return gap
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def matrix_to_quat(rot, out):
     """Unit quaternion (x, y, z, w) of a rotation matrix (Shepperd's method: the largest
     of the four diagonal combinations under the square root, so no cancellation)."""
@@ -2444,7 +2512,7 @@ def matrix_to_quat(rot, out):
         out[2] = 0.25 * s
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def carried_reading(buf, state, joint_xyz, joint_rot, joint_axis, ee_offset, ee, with_gap, arena):
     """:func:`debris_reading` of a debris the arm carries (merged into its last link),
     from the arm's measured state (``state``, :func:`plant_readout`'s layout) instead of

@@ -22,12 +22,13 @@ from __future__ import annotations
 import math
 
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.core import cgutils
 from numba.core.imputils import impl_ret_untracked
 from numba.extending import intrinsic
 from numba.np.arrayobj import make_array, populate_array
 
+from capture_trainer.compiled import kernel
 from capture_trainer.kernel_cache import depends_on
 from guidance import _kernels as gk
 from haptics import _kernels as hk
@@ -126,25 +127,27 @@ def _at(typingctx, table, index, shape, like):  # type: ignore[no-untyped-def]
     return view_type(table, index, shape, like), codegen
 
 
-@njit(cache=True)
+# the views below are returned by functions that make them: inlined, as a kernel without
+# reference counting may return only the arrays it was given (capture_trainer.compiled)
+@kernel(inline="always")
 def _af(tab, index, shape):  # type: ignore[no-untyped-def]
     """The float64 array of ``shape`` at ``tab[index]`` (:func:`_at`)."""
     return _at(tab, index, shape, 0.0)  # type: ignore[call-arg]  # numba supplies typingctx
 
 
-@njit(cache=True)
+@kernel(inline="always")
 def _ai(tab, index, shape):  # type: ignore[no-untyped-def]
     """The int64 array of ``shape`` at ``tab[index]`` (:func:`_at`)."""
     return _at(tab, index, shape, 0)  # type: ignore[call-arg]  # numba supplies typingctx
 
 
-@njit(cache=True)
+@kernel(inline="always")
 def _v3(tab, index):  # type: ignore[no-untyped-def]
     """The (3,) float64 array at ``tab[index]``."""
     return _at(tab, index, (3,), 0.0)  # type: ignore[call-arg]  # numba supplies typingctx
 
 
-@njit(cache=True)
+@kernel
 def _would_clutch(tab, sc, t_s):  # type: ignore[no-untyped-def]
     """Whether ``HumanOperator._maybe_clutch`` may clutch at ``t_s``: its trigger (near a
     face with the plan going through it), then its veto (the target within reach before a
@@ -185,7 +188,7 @@ def _would_clutch(tab, sc, t_s):  # type: ignore[no-untyped-def]
     return not reachable  # reachable in time: Python would keep going
 
 
-@njit(cache=True)
+@kernel
 def _operator_event(tab, sc, t_s):  # type: ignore[no-untyped-def]
     """Whether ``HumanOperator.drive`` at ``t_s`` runs Python this period: :data:`EVENT`
     for a clutch or a release (the buttons change: the whole tick runs stage by stage),
@@ -204,7 +207,7 @@ def _operator_event(tab, sc, t_s):  # type: ignore[no-untyped-def]
     return GO
 
 
-@njit(cache=True)
+@kernel
 def pre_plant(tab, sc, t_s):  # type: ignore[no-untyped-def]
     """The tick up to the plant at ``t_s``: the participant's drive and the device's step
     (``SimulatedDevice.read``), the stylus mapped to the command
@@ -308,7 +311,7 @@ def _call_step(typingctx, function, plant, mode):  # type: ignore[no-untyped-def
     return types.int64(function, plant, mode), codegen
 
 
-@njit(cache=True)
+@kernel
 def _arm_readout(tab, sc):  # type: ignore[no-untyped-def]
     """``plant_readout`` (``PyBulletArm.measure``'s kernel) of the state just loaded
     into the arm's buffers, into the measurement."""
@@ -321,7 +324,7 @@ def _arm_readout(tab, sc):  # type: ignore[no-untyped-def]
                      _af(tab, A_ARM_ARENA, (int(tab[A_ARM_ARENA + N_ADDRESSES]),)))
 
 
-@njit(cache=True)
+@kernel
 def _carried_read(tab, sc):  # type: ignore[no-untyped-def]
     """The carried debris' reading off the arm's state just loaded; its gap [m]."""
     n = int(sc[C_N])
@@ -331,7 +334,7 @@ def _carried_read(tab, sc):  # type: ignore[no-untyped-def]
                               _af(tab, A_ARM_ARENA, (int(tab[A_ARM_ARENA + N_ADDRESSES]),)))
 
 
-@njit(cache=True)
+@kernel
 def plant_read(tab, sc, arm, debris):  # type: ignore[no-untyped-def]
     """The plant's read-outs after the step, from PyBullet's tuples: the arm's
     (``PyBulletArm.advance_raw``'s five: ``plant_load`` into its state buffers, then
@@ -355,7 +358,7 @@ def plant_read(tab, sc, arm, debris):  # type: ignore[no-untyped-def]
                              _v3(tab, A_EE), True)
 
 
-@njit(cache=True)
+@kernel
 def plant_native(tab, sc, step, plant, debris_mode):  # type: ignore[no-untyped-def]
     """The plant stage through PyBullet's C API: ``ct_plant_step`` at the address
     ``step`` on the plant ``plant`` (``robot.pybullet_native.NativePlant``: the joint
@@ -377,7 +380,7 @@ def plant_native(tab, sc, step, plant, debris_mode):  # type: ignore[no-untyped-
                              _v3(tab, A_EE), True)
 
 
-@njit(cache=True)
+@kernel
 def _law(tab, sc, t_s, out):  # type: ignore[no-untyped-def]
     """The law's force at ``t_s`` into ``out`` (``Sum`` of the terms, each ``Scaled`` by
     its scale); True when a term re-planned. DG is ``DynamicGuidance.force``."""
@@ -466,7 +469,7 @@ def _law(tab, sc, t_s, out):  # type: ignore[no-untyped-def]
     return replanned
 
 
-@njit(cache=True)
+@kernel
 def post_plant(tab, sc, t_next, slot, scene_bits):  # type: ignore[no-untyped-def]
     """The tick after the plant and the capture monitor, at ``t_next``: the law
     (``law.force``), the framing (``HapticCommander.render``), the safety layer and what

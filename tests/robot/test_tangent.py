@@ -199,3 +199,62 @@ def test_a_damped_jacobian_leaves_the_slope_to_the_difference():
     along = (_sigma(model, q + h * direction) - here_sigma) / h
     against = (_sigma(model, q - h * direction) - here_sigma) / h
     assert size == pytest.approx(along, rel=1e-9) or -size == pytest.approx(against, rel=1e-9)
+
+
+def _spare(model, cache, at):
+    """The spare direction the factors give (None where they give none)."""
+    a, n = model.arrays, model.n_joints
+    v = np.zeros(n)
+    found = kern._spare_direction_of_factors(np.empty(kern.arena_size(n)), 0, cache, at, n, a.task_rows.size,
+                                             a.reaction_rows.size, v)
+    return v if found else None
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_spare_direction_read_off_the_factors_is_the_null_vector_of_task_and_reaction(seed):
+    """Where the factors are eq. 6's undamped ones, the spare direction read off them
+    (``N e`` with ``N = I − J⁺J − Aᵀ (A Aᵀ)⁻¹ A``) is the null vector of ``[J; M]`` by
+    numpy's SVD, signed so that its largest entry is positive (the axis that keeps most
+    of itself), at any base attitude; the Gram-Schmidt of the rows gives the same."""
+    model = MODELS["spatial-7dof"]
+    a, n = model.arrays, model.n_joints
+    rng = np.random.default_rng(70 + seed)
+    checked = 0
+    for _ in range(10):
+        q = np.asarray(model.q0_rad) + rng.uniform(-0.5, 0.5, n)
+        rot0 = expm(_skew(rng.normal(size=3)))
+        cache, at, here = _sigma_slot(model, q, rot0)
+        jac, mmat = rot0 @ here["jg"], rot0 @ a.base_inertia @ here["om"]
+        v = _spare(model, cache, at)
+        if v is None:  # damped (near a singularity): the rows' Gram-Schmidt's case
+            assert cache[at + kern._F_DAMP_J] > 0.0 or cache[at + kern._F_DAMP_M] > 0.0
+            continue
+        rows = np.vstack([jac[a.task_rows], mmat[a.reaction_rows]])
+        null = np.linalg.svd(rows)[2][-1]
+        null *= np.sign(null[np.argmax(np.abs(null))])
+        assert np.linalg.norm(v - null) <= 1e-9
+        by_rows = np.zeros(n)
+        assert kern._spare_direction_of_rows(np.empty(kern.arena_size(n)), 0, jac, mmat, a.task_rows,
+                                             a.reaction_rows, by_rows)
+        assert np.linalg.norm(by_rows - null) <= 1e-9
+        checked += 1
+    assert checked >= 6
+
+
+def test_damped_or_reaction_first_factors_give_no_spare_direction():
+    """N is a projector only for undamped eq. 6 factors: with J damped (stretched out), or
+    with the reaction first (its regularised M⁺), the factors give none and the ascent
+    orthogonalises the rows instead."""
+    model = MODELS["spatial-7dof"]
+    a, n, settings = model.arrays, model.n_joints, IKSettings()
+    cache, at, _ = _sigma_slot(model, np.zeros(n), np.eye(3))
+    assert cache[at + kern._F_DAMP_J] > 0.0
+    assert _spare(model, cache, at) is None
+    q = np.asarray(model.q0_rad, dtype=float)
+    here = _maps(model, q)
+    kern._factor_cache_clear(cache, n)
+    at = kern._lse_factor(np.empty(kern.arena_size(n)), 0, cache, here["jg"], a.base_inertia @ here["om"],
+                          a.task_rows, a.reaction_rows, np.ones(n), kern.SOLVER_LSE_REACTION_FIRST, 2.0,
+                          settings.damping_max, settings.jacobian_sigma_m, settings.jacobian_damping_m)
+    assert cache[at + kern._F_BRANCH] == kern._B_REACTION_FIRST  # sigma_ratio < 2 always
+    assert _spare(model, cache, at) is None
