@@ -4,12 +4,13 @@ The servo tick writes one row into preallocated arrays (:meth:`TrialRecorder.app
 copies a row buffer and an integer of flag bits; nothing is allocated). A flusher
 thread, never the tick, rewrites the whole Parquet file atomically (each full chunk's
 Arrow batch built once and kept, so a write builds only the chunk being filled; temporary file,
-then ``os.replace``) whenever one second of trial time has been recorded or half a
+then ``os.replace``) on the :class:`FlushCadence` its owner chose. :data:`LIVE_FLUSH`, for
+a run in real time: whenever one second of trial time has been recorded or half a
 second of wall time has passed, but not more often than every quarter second of wall
-time (which only a headless trial, running many times faster than real time, reaches).
-A process killed at any moment leaves a complete, readable file that lacks at most the
-last second of trial time at real-time pace (the last half second of wall time,
-whatever the pace). The final write sets ``complete: true`` in the metadata.
+time; a process killed at any moment then leaves a complete, readable file that lacks at
+most the last second of trial time. :data:`HEADLESS_FLUSH`, for a run as fast as the
+machine goes: at most one write a second of wall time, at least one every two. The
+final write sets ``complete: true`` in the metadata.
 
 A failed write (full disk, read-only or removed folder) stops the flusher and sets
 :attr:`TrialRecorder.write_error`, a one-line reason the servo tick polls to end the
@@ -29,6 +30,7 @@ import logging
 import os
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +49,37 @@ log = logging.getLogger(__name__)
 CHUNK_ROWS = 1000
 
 
+@dataclass(frozen=True)
+class FlushCadence:
+    """When the flusher rewrites the trial's file while the trial runs.
+
+    Each write re-encodes the whole trial so far (Parquet has no append), on a thread
+    beside the tick's: the cadence trades what a killed process loses against the
+    machine time the writes take from the tick.
+
+    Args:
+        rows: write once this many new rows are recorded (1000: one second at 1 kHz).
+        wall_s: write at least this often [s, wall clock].
+        min_interval_s: never write more often than this [s, wall clock].
+    """
+
+    rows: int = CHUNK_ROWS
+    wall_s: float = 0.5
+    min_interval_s: float = 0.25
+
+
+#: A run in real time (a person at the device, or watching): a killed process's file
+#: lacks at most the last second of trial time.
+LIVE_FLUSH = FlushCadence()
+#: A run as fast as the machine goes (headless trials, studies, sweeps): at most one
+#: write a second of wall time. Such a trial runs 10-30 times faster than real time, so
+#: the live cadence would rewrite a 10 s trial's file two or three times in the 0.5 s it
+#: runs; measured on the 2-core machine, those writes cost the tick 7-10 % of a spatial
+#: trial's wall time and 4 % of a planar one's (docs/benchmarks.md). What a killed
+#: headless trial loses, a re-run reproduces bit for bit (a study or sweep re-runs it).
+HEADLESS_FLUSH = FlushCadence(wall_s=2.0, min_interval_s=1.0)
+
+
 class TrialRecorder:
     """Buffers rows in preallocated chunks and flushes them off the servo tick.
 
@@ -60,9 +93,8 @@ class TrialRecorder:
             ``trial_log.MAX_METADATA_BYTES`` as JSON. ``format_version`` is set here.
         expected_rows: rows to preallocate (the trial's time limit over its period); a
             longer trial grows one chunk at a time, allocated by the flusher ahead of use.
-        flush_rows: flush after this many new rows (1000 = one second at 1 kHz).
-        flush_wall_s: flush at least this often in wall-clock seconds.
-        flush_min_interval_s: never flush more often than this [s, wall clock].
+        flush: when to rewrite the file while the trial runs (:data:`LIVE_FLUSH` unless
+            the run is headless: :data:`HEADLESS_FLUSH`).
 
     Raises:
         TrialLogError: repeated column names, more than 64 flags, or metadata out of
@@ -78,9 +110,7 @@ class TrialRecorder:
         flag_columns: Sequence[str],
         metadata: Mapping[str, Any],
         expected_rows: int,
-        flush_rows: int = CHUNK_ROWS,
-        flush_wall_s: float = 0.5,
-        flush_min_interval_s: float = 0.25,
+        flush: FlushCadence = LIVE_FLUSH,
     ) -> None:
         self.schema = trial_log.LogSchema(tuple(float_columns), tuple(flag_columns))
         self.float_columns = self.schema.float_columns
@@ -110,10 +140,11 @@ class TrialRecorder:
         self.flag_bits = 0
         self.rows = 0
         self._flushed_rows = -1
-        self._flush_rows = int(flush_rows)
+        self.flush = flush
+        self._flush_rows = int(flush.rows)
         self._wake_at_row = self._flush_rows  # append_row wakes the flusher here (once)
-        self._flush_wall_s = float(flush_wall_s)
-        self._flush_min_interval_s = min(float(flush_min_interval_s), self._flush_wall_s)
+        self._flush_wall_s = float(flush.wall_s)
+        self._flush_min_interval_s = min(float(flush.min_interval_s), self._flush_wall_s)
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._write_lock = threading.Lock()

@@ -43,7 +43,7 @@ from trials.commanders import Commander, ControllerCommander, HapticCommander
 from trials.compensators import Compensator, CompensatorConfig, make_compensator
 from trials.delay import DelayConfig, DelayedLink
 from trials.proximity import ProximityScene
-from trials.recorder import TrialRecorder
+from trials.recorder import HEADLESS_FLUSH, LIVE_FLUSH, TrialRecorder
 from trials.tick import ServoTick, TickLimits, TrialParts
 
 if TYPE_CHECKING:
@@ -533,7 +533,7 @@ def _make_arm(request: TrialRequest, scenario: Scenario, model: ManipulatorModel
     q0_rad = None if q0 is None else np.array(q0)
     if request.arm is None:
         return ARM_BACKENDS.get("pybullet")(model, q0_rad=q0_rad, dt_s=DT_S, **({"gui": True} if request.gui else {}))
-    headless = request.device == "simulated" and not request.paced
+    headless = _headless(request)
     return ARM_BACKENDS.get("remote")(model, q0_rad=q0_rad, dt_s=DT_S, address=request.arm,
                                       keys_dir=request.arm_keys, mode="lockstep" if headless else "realtime")
 
@@ -692,7 +692,8 @@ def _make_recorder(request: TrialRequest, scenario: Scenario, plan: TrialPlan, l
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     return TrialRecorder(trial_file(out_dir, trial_id), trial_log.float_columns(plan.model.n_joints),
-                         trial_log.FLAGS, metadata, expected_rows=plan.max_ticks)
+                         trial_log.FLAGS, metadata, expected_rows=plan.max_ticks,
+                         flush=HEADLESS_FLUSH if _headless(request) else LIVE_FLUSH)
 
 
 def _participant_metadata(request: TrialRequest, automatic: bool) -> dict[str, Any]:
@@ -705,6 +706,12 @@ def _participant_metadata(request: TrialRequest, automatic: bool) -> dict[str, A
     return {"id": params.get("participant_id") or request.participant, "kind": kind, "params": params}
 
 
+def _headless(request: TrialRequest) -> bool:
+    """Whether the trial runs as fast as the machine goes (:func:`_make_clock`'s headless
+    clock): a simulated participant on a simulated device, not paced."""
+    return request.device == "simulated" and not request.paced
+
+
 def _make_clock(request: TrialRequest, device: Device | None) -> ServoClock:
     """The device's own clock (OpenHaptics' scheduler), real time when a person watches,
     or as fast as possible."""
@@ -713,7 +720,7 @@ def _make_clock(request: TrialRequest, device: Device | None) -> ServoClock:
     device_clock = None if device is None else device.clock()
     if device_clock is not None:
         return device_clock
-    return CLOCKS.get("paced" if request.paced or request.device != "simulated" else "headless")(DT_S)
+    return CLOCKS.get("headless" if _headless(request) else "paced")(DT_S)
 
 
 def run_trial(request: TrialRequest, out_dir: str | Path) -> dict[str, Any]:

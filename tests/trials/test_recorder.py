@@ -16,7 +16,7 @@ from capture_trainer import trial_log
 from capture_trainer.trial_log import read_trial_log
 from haptics import timing
 from tests.haptics.conftest import may_run_realtime
-from trials.recorder import TrialRecorder
+from trials.recorder import FlushCadence, TrialRecorder
 
 
 def test_rows_and_metadata_round_trip(tmp_path: Path) -> None:
@@ -42,7 +42,7 @@ def test_each_write_holds_every_row_so_far_when_chunks_fill_between_writes(tmp_p
     into the file once and kept): every file written holds exactly the rows appended."""
     path = tmp_path / "w.parquet"
     recorder = TrialRecorder(path, ("t_s", "a_m"), ("fault",), {}, expected_rows=4000,
-                             flush_rows=10**9, flush_wall_s=1e3, flush_min_interval_s=1e3)
+                             flush=FlushCadence(rows=10**9, wall_s=1e3, min_interval_s=1e3))
     written = 0
     for stop in (1500, 2000, 2000, 2999, 3001, 3500):
         for k in range(written, stop):
@@ -163,7 +163,7 @@ def test_flushes_during_a_real_time_run_run_real_time(tmp_path: Path, monkeypatc
 
     monkeypatch.setattr(trial_log, "write_file", spy)
     with timing.realtime_loop():
-        recorder = TrialRecorder(tmp_path / "rt.parquet", ("t_s",), ("a",), {}, expected_rows=100, flush_rows=10)
+        recorder = TrialRecorder(tmp_path / "rt.parquet", ("t_s",), ("a",), {}, expected_rows=100, flush=FlushCadence(rows=10))
         for k in range(10):
             recorder.row[0] = k
             recorder.append_row()  # the tenth row wakes the flusher

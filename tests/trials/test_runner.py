@@ -13,9 +13,10 @@ import pytest
 
 from capture_trainer import trial_log
 from capture_trainer.errors import TrialError
-from trials.clocks import PacedClock
+from trials.clocks import HeadlessClock, PacedClock
 from capture_trainer.trial_log import read_trial_log as read_trial
 from robot.ik import BASE_RATE_MAX_RAD_S
+from trials.recorder import HEADLESS_FLUSH, LIVE_FLUSH
 from trials.runner import TrialRequest, build_trial, run_trial
 
 
@@ -88,6 +89,22 @@ def test_automatic_capture_reaches_softly_and_ends_after_the_window(tmp_path: Pa
     assert summary["sim_s"] == pytest.approx(summary["outcome_at_s"] + 1.25, abs=2e-3)
 
 
+def test_a_headless_trial_writes_its_file_less_often_than_a_paced_one(tmp_path: Path) -> None:
+    """The recorder's cadence follows the clock: a trial run as fast as the machine goes
+    rewrites its file at most once a second of wall time, one in real time every second
+    of trial time (docs/trials.md, "The recorder")."""
+    headless = build_trial(TrialRequest(condition="dg", seed=1), tmp_path / "headless")
+    paced = build_trial(TrialRequest(condition="dg", seed=1, paced=True), tmp_path / "paced")
+    try:
+        assert isinstance(headless.clock, HeadlessClock) and isinstance(paced.clock, PacedClock)
+        assert headless.recorder.flush == HEADLESS_FLUSH and paced.recorder.flush == LIVE_FLUSH
+        assert HEADLESS_FLUSH.min_interval_s >= 4 * LIVE_FLUSH.min_interval_s
+        assert LIVE_FLUSH.rows == 1000 and LIVE_FLUSH.wall_s <= 0.5  # at most a second of trial lost
+    finally:
+        headless.abort("test")
+        paced.abort("test")
+
+
 def test_simulated_device_needs_a_simulated_participant(tmp_path: Path) -> None:
     with pytest.raises(TrialError, match="novice"):
         build_trial(TrialRequest(participant="alice"), tmp_path)
@@ -98,8 +115,8 @@ CHILD = textwrap.dedent(
     import sys
     from trials.clocks import PacedClock
     from trials.runner import TrialRequest, build_trial
-    trial = build_trial(TrialRequest(scenario=sys.argv[2], condition="dg", seed=1), sys.argv[1])
-    trial.clock = PacedClock(1e-3)
+    trial = build_trial(TrialRequest(scenario=sys.argv[2], condition="dg", seed=1, paced=True), sys.argv[1])
+    assert isinstance(trial.clock, PacedClock)
     def tick():
         going = trial.tick()
         if trial.tick.k % 100 == 0:
