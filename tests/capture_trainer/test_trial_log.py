@@ -121,6 +121,23 @@ def test_the_schema_builds_the_table_the_reader_reads(tmp_path: Path) -> None:
     assert meta == {"format_version": trial_log.FORMAT_VERSION, "note": 2.5, "q": [0, 1]}
 
 
+def test_a_long_trial_is_written_in_row_groups_of_bounded_size(tmp_path: Path) -> None:
+    """A write encodes one row group at a time: 12,345 rows in chunks of 1000 (as the
+    recorder keeps them) give groups of 5000, 5000 and 2345, and read back exactly."""
+    schema = trial_log.LogSchema(("t_s", "a_m"), ("x",))
+    k = np.arange(12345)
+    arrays = (pa.array(k * 1e-3), pa.array(np.sin(k)), pa.array(k % 7 == 0))
+    chunked = [pa.chunked_array([array.slice(i, 1000) for i in range(0, k.size, 1000)]) for array in arrays]
+    path = tmp_path / "long.parquet"
+    trial_log.write_file(schema.table(chunked, trial_log.encode_metadata({"format_version": 1})), path)
+    layout = pq.ParquetFile(path).metadata
+    assert [layout.row_group(i).num_rows for i in range(layout.num_row_groups)] == [5000, 5000, 2345]
+    table = trial_log.read_trial_log(path).table
+    np.testing.assert_array_equal(table["t_s"].to_numpy(), k * 1e-3)
+    np.testing.assert_array_equal(table["a_m"].to_numpy(), np.sin(k))
+    np.testing.assert_array_equal(table["x"].to_numpy(), k % 7 == 0)
+
+
 @pytest.mark.parametrize(
     ("floats", "flags", "expected"),
     [(("t_s", "a"), ("a",), "unique"), (("t_s",), tuple(f"f{i}" for i in range(65)), "at most 64"), (("",), (), "non-empty")],
