@@ -16,6 +16,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from benchmarks._common import MODEL_SCENARIOS, emit, machine
 
@@ -24,6 +25,8 @@ def add_bench(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("throughput", help="headless simulated s per wall s (JSON)")
     parser.add_argument("--model", choices=sorted(MODEL_SCENARIOS), default="planar-3r")
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="time the trial this many times; the figures are the median run's")
     parser.add_argument("--workers", type=int, nargs="+", metavar="N",
                         help="also run the 30-trial study (as `bench study`) with these worker counts")
     parser.add_argument("--trials", type=int, default=30, help="trials of that study")
@@ -40,20 +43,23 @@ def add_bench(subparsers: argparse._SubParsersAction) -> None:
     study.set_defaults(handler=_study)
 
 
-def measure_throughput(model: str, seconds: float) -> dict[str, object]:
+def measure_throughput(model: str, seconds: float, repeat: int = 3) -> dict[str, object]:
     """Headless throughput of one worker process, in simulated seconds per wall second.
 
     The process first runs a short trial of the same model (what a study worker does
     once: imports, loading the compiled kernels from numba's cache, the first PyBullet
-    client); then one trial of ``seconds`` is timed whole: building it, ticking it and
-    writing its file. ``realtime_factor`` is that trial's; ``cpu_realtime_factor`` the
-    same over the process's CPU seconds (the recorder's flusher thread included): on a
-    machine shared with other work, the figure the machine's own load does not set.
-    ``cold`` times the first
+    client); then one trial of ``seconds`` is timed whole, ``repeat`` times: building it,
+    ticking it and writing its file. The figures are those of the median run (by
+    ``realtime_factor``; ``runs`` lists every run's, ``realtime_factor_range`` their
+    spread): one 10 s trial takes well under a second, and a shared machine's speed
+    wanders by a third over seconds. ``realtime_factor`` is that trial's;
+    ``cpu_realtime_factor`` the same over the process's CPU seconds (the recorder's
+    flusher thread included): on a machine shared with other work, the figure the
+    machine's own load does not set. ``cold`` times the first
     trial of a fresh process, start-up included. The trial runs the tick as trials do
     (fused when its parts allow: ``fused``, ``tick_path``; ``plant_path``: whether its
     plant stage steps PyBullet through its C API, and if not why); ``reference`` is the same trial
-    on the staged path, timed right after.
+    on the staged path, timed once right after.
     """
     started = time.perf_counter()
     from trials.runner import TrialRequest, build_trial
@@ -67,50 +73,66 @@ def measure_throughput(model: str, seconds: float) -> dict[str, object]:
         warm_up = build_trial(request(0.1), Path(out) / "warm-up")
         warm_up_sim_s = warm_up.run()["sim_s"]
         start_up_s = time.perf_counter() - started
-        begun, cpu_begun = time.perf_counter(), time.process_time()
-        trial = build_trial(request(seconds), out)
-        built = time.perf_counter()
+        runs = []
+        for index in range(repeat):
+            begun, cpu_begun = time.perf_counter(), time.process_time()
+            trial = build_trial(request(seconds), Path(out) / f"run-{index}")
+            built = time.perf_counter()
+            summary = trial.run()
+            wall = time.perf_counter() - begun
+            cpu = time.process_time() - cpu_begun
+            runs.append(_timed_run(summary, wall, built - begun, cpu))
         path = trial.tick.path
-        summary = trial.run()
-        wall = time.perf_counter() - begun
         fused_tick = trial.tick.fused
         plant_path = None if fused_tick is None else fused_tick.plant_path
-        cpu = time.process_time() - cpu_begun
         reference_begun, reference_cpu_begun = time.perf_counter(), time.process_time()
         reference_trial = build_trial(request(seconds), Path(out) / "reference", staged=True)
         reference_built = time.perf_counter()
         reference_summary = reference_trial.run()
         reference_wall = time.perf_counter() - reference_begun
         reference_cpu = time.process_time() - reference_cpu_begun
-    build_s = built - begun
-    reference_loop_s = reference_wall - (reference_built - reference_begun)
+    median_run = sorted(runs, key=lambda run: run["realtime_factor"])[(repeat - 1) // 2]
+    reference = _timed_run(reference_summary, reference_wall, reference_built - reference_begun, reference_cpu)
     return {
         "model": model,
-        "sim_seconds": summary["sim_s"],
-        "wall_seconds": wall,
-        "realtime_factor": summary["sim_s"] / wall,
-        "build_seconds": build_s,
-        "loop_realtime_factor": summary["sim_s"] / (wall - build_s),
-        "tick_us_mean": 1e6 * (wall - build_s) / summary["ticks"],
-        "cpu_seconds": cpu,
-        "cpu_realtime_factor": summary["sim_s"] / cpu,
+        **median_run,
+        "repeat": repeat,
+        "runs": runs,
+        "realtime_factor_range": [min(run["realtime_factor"] for run in runs),
+                                  max(run["realtime_factor"] for run in runs)],
         "fused": path.fused,
         "tick_path": path.as_dict(),
         "plant_path": plant_path,
         "reference": {
-            "realtime_factor": reference_summary["sim_s"] / reference_wall,
-            "loop_realtime_factor": reference_summary["sim_s"] / reference_loop_s,
-            "tick_us_mean": 1e6 * reference_loop_s / reference_summary["ticks"],
-            "cpu_realtime_factor": reference_summary["sim_s"] / reference_cpu,
+            "realtime_factor": reference["realtime_factor"],
+            "loop_realtime_factor": reference["loop_realtime_factor"],
+            "tick_us_mean": reference["tick_us_mean"],
+            "cpu_realtime_factor": reference["cpu_realtime_factor"],
             "note": "the same trial on the staged path (every stage in Python), timed right after",
         },
         "cold": {
             "start_up_seconds": start_up_s,
             "note": "imports, kernel cache load and a first trial of "
             f"{warm_up_sim_s:.1f} s: paid once per worker process",
-            "first_trial_realtime_factor": summary["sim_s"] / (wall + start_up_s),
+            "first_trial_realtime_factor": runs[0]["sim_seconds"] / (runs[0]["wall_seconds"] + start_up_s),
         },
         "machine": machine(),
+    }
+
+
+def _timed_run(summary: dict[str, Any], wall_s: float, build_s: float, cpu_s: float) -> dict[str, float]:
+    """One timed trial's figures: ``summary`` (``Trial.run``'s) over its wall, build and
+    CPU seconds."""
+    sim_s = summary["sim_s"]
+    return {
+        "sim_seconds": sim_s,
+        "wall_seconds": wall_s,
+        "realtime_factor": sim_s / wall_s,
+        "build_seconds": build_s,
+        "loop_realtime_factor": sim_s / (wall_s - build_s),
+        "tick_us_mean": 1e6 * (wall_s - build_s) / summary["ticks"],
+        "cpu_seconds": cpu_s,
+        "cpu_realtime_factor": sim_s / cpu_s,
     }
 
 
@@ -268,7 +290,9 @@ def parallel_capacity(processes: int, n: int = 3_000_000) -> float:
 def _throughput(args: argparse.Namespace) -> int:
     if not args.seconds > 0.0:
         raise SystemExit(f"--seconds must be positive, got {args.seconds}")
-    result = measure_throughput(args.model, args.seconds)
+    if args.repeat < 1:
+        raise SystemExit(f"--repeat must be at least 1, got {args.repeat}")
+    result = measure_throughput(args.model, args.seconds, args.repeat)
     if args.workers:
         result["study"] = measure_study(args.trials, args.workers)
     emit(result, args.json)

@@ -219,7 +219,7 @@ class FusedTick:
         self.haptic = type(parts.commander) is HapticCommander
         self.sc = np.zeros(fk.N_SCALARS)
         # the same floats for the tick's own reads and writes of one scalar: a memoryview
-        # item is a Python float, five times cheaper to get or set than numpy's
+        # item is a Python float, about half as dear to get or set as a numpy element
         self._scalars = cast("memoryview[float]", self.sc.data)
         self.tab = np.zeros(2 * fk.N_ADDRESSES, dtype=np.int64)
         self.rowtab = np.zeros(0, dtype=np.int64)

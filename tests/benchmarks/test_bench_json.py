@@ -82,6 +82,13 @@ def test_throughput_json_with_a_study() -> None:
     assert out["fused"] is True and out["tick_path"]["fused"] is True
     assert out["plant_path"].startswith("native: ")
     assert out["reference"]["loop_realtime_factor"] > out["reference"]["realtime_factor"] > 0.0
+    # three timed runs by default; the figures are the median run's, all of them
+    runs = out["runs"]
+    assert out["repeat"] == len(runs) == 3
+    factors = sorted(run["realtime_factor"] for run in runs)
+    assert out["realtime_factor"] == factors[1] and out["realtime_factor_range"] == [factors[0], factors[2]]
+    median_run = next(run for run in runs if run["realtime_factor"] == factors[1])
+    assert {key: out[key] for key in median_run} == median_run
     study = out["study"]
     assert study["trials"] == 3 and study["workers_1"]["trials"] == 3 and study["workers_1"]["failed"] == 0
 
