@@ -74,9 +74,11 @@ LIVE_FLUSH = FlushCadence()
 #: A run as fast as the machine goes (headless trials, studies, sweeps): at most one
 #: write a second of wall time. Such a trial runs 10-30 times faster than real time, so
 #: the live cadence would rewrite a 10 s trial's file two or three times in the 0.5 s it
-#: runs; measured on the 2-core machine, those writes cost the tick 7-10 % of a spatial
-#: trial's wall time and 4 % of a planar one's (docs/benchmarks.md). What a killed
-#: headless trial loses, a re-run reproduces bit for bit (a study or sweep re-runs it).
+#: runs, the last write often still encoding when the trial closes; measured on the
+#: 2-core machine, that cost the spatial throughput trial 5 % of its wall time (paired;
+#: nothing measurable planar, docs/benchmarks.md). What a killed headless trial loses, a
+#: re-run reproduces bit for bit: a study or sweep re-runs a trial whose file is not
+#: complete.
 HEADLESS_FLUSH = FlushCadence(wall_s=2.0, min_interval_s=1.0)
 
 
@@ -93,7 +95,7 @@ class TrialRecorder:
             ``trial_log.MAX_METADATA_BYTES`` as JSON. ``format_version`` is set here.
         expected_rows: rows to preallocate (the trial's time limit over its period); a
             longer trial grows one chunk at a time, allocated by the flusher ahead of use.
-        flush: when to rewrite the file while the trial runs (:data:`LIVE_FLUSH` unless
+        flush_cadence: when to rewrite the file while the trial runs (:data:`LIVE_FLUSH` unless
             the run is headless: :data:`HEADLESS_FLUSH`).
 
     Raises:
@@ -110,7 +112,7 @@ class TrialRecorder:
         flag_columns: Sequence[str],
         metadata: Mapping[str, Any],
         expected_rows: int,
-        flush: FlushCadence = LIVE_FLUSH,
+        flush_cadence: FlushCadence = LIVE_FLUSH,
     ) -> None:
         self.schema = trial_log.LogSchema(tuple(float_columns), tuple(flag_columns))
         self.float_columns = self.schema.float_columns
@@ -140,11 +142,11 @@ class TrialRecorder:
         self.flag_bits = 0
         self.rows = 0
         self._flushed_rows = -1
-        self.flush = flush
-        self._flush_rows = int(flush.rows)
+        self.flush_cadence = flush_cadence
+        self._flush_rows = int(flush_cadence.rows)
         self._wake_at_row = self._flush_rows  # append_row wakes the flusher here (once)
-        self._flush_wall_s = float(flush.wall_s)
-        self._flush_min_interval_s = min(float(flush.min_interval_s), self._flush_wall_s)
+        self._flush_wall_s = float(flush_cadence.wall_s)
+        self._flush_min_interval_s = min(float(flush_cadence.min_interval_s), self._flush_wall_s)
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._write_lock = threading.Lock()

@@ -693,7 +693,7 @@ def _make_recorder(request: TrialRequest, scenario: Scenario, plan: TrialPlan, l
     }
     return TrialRecorder(trial_file(out_dir, trial_id), trial_log.float_columns(plan.model.n_joints),
                          trial_log.FLAGS, metadata, expected_rows=plan.max_ticks,
-                         flush=HEADLESS_FLUSH if _headless(request) else LIVE_FLUSH)
+                         flush_cadence=HEADLESS_FLUSH if _headless(request) else LIVE_FLUSH)
 
 
 def _participant_metadata(request: TrialRequest, automatic: bool) -> dict[str, Any]:

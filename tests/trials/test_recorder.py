@@ -42,7 +42,7 @@ def test_each_write_holds_every_row_so_far_when_chunks_fill_between_writes(tmp_p
     into the file once and kept): every file written holds exactly the rows appended."""
     path = tmp_path / "w.parquet"
     recorder = TrialRecorder(path, ("t_s", "a_m"), ("fault",), {}, expected_rows=4000,
-                             flush=FlushCadence(rows=10**9, wall_s=1e3, min_interval_s=1e3))
+                             flush_cadence=FlushCadence(rows=10**9, wall_s=1e3, min_interval_s=1e3))
     written = 0
     for stop in (1500, 2000, 2000, 2999, 3001, 3500):
         for k in range(written, stop):
@@ -163,7 +163,8 @@ def test_flushes_during_a_real_time_run_run_real_time(tmp_path: Path, monkeypatc
 
     monkeypatch.setattr(trial_log, "write_file", spy)
     with timing.realtime_loop():
-        recorder = TrialRecorder(tmp_path / "rt.parquet", ("t_s",), ("a",), {}, expected_rows=100, flush=FlushCadence(rows=10))
+        recorder = TrialRecorder(tmp_path / "rt.parquet", ("t_s",), ("a",), {}, expected_rows=100,
+                                 flush_cadence=FlushCadence(rows=10))
         for k in range(10):
             recorder.row[0] = k
             recorder.append_row()  # the tenth row wakes the flusher

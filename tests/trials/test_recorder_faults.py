@@ -21,7 +21,7 @@ def fast_recorder(path: Path, **metadata: Any) -> TrialRecorder:
     """A recorder that flushes every 100 rows (or 20 ms), as often as every 5 ms."""
     return TrialRecorder(
         path, ("t_s", "a_m"), ("fault",), metadata, expected_rows=1000,
-        flush=FlushCadence(rows=100, wall_s=0.02, min_interval_s=0.005),
+        flush_cadence=FlushCadence(rows=100, wall_s=0.02, min_interval_s=0.005),
     )
 
 
@@ -126,7 +126,7 @@ def test_a_real_full_disk_on_the_final_write(tmp_path: Path) -> None:
     """No monkeypatch: the temporary file points at /dev/full, which refuses every byte."""
     path = tmp_path / "t.parquet"
     recorder = TrialRecorder(path, ("t_s",), (), {}, expected_rows=100,
-                             flush=FlushCadence(wall_s=60.0, min_interval_s=1.0))
+                             flush_cadence=FlushCadence(wall_s=60.0, min_interval_s=1.0))
     for k in range(50):
         recorder.row[0] = k
         recorder.append_row()
