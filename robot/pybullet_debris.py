@@ -333,6 +333,20 @@ class PyBulletDebris:
         return DEBRIS_POSE if self._coasting else DEBRIS_FULL
 
     @property
+    def thrusting(self) -> bool:
+        """A thrust pushes the debris along its curved path (until the first contact)."""
+        return self._thrust is not None
+
+    @property
+    def point_slots(self) -> tuple[int, int]:
+        """Where :attr:`readout_buffer` keeps the reading's fixture centre and its velocity
+        (``DB_POINT``, ``DB_POINT_V``; the body's centre and velocity for a fixture at the
+        centre)."""
+        if self._has_lever:
+            return kern.DB_POINT, kern.DB_POINT_V
+        return kern.DB_CENTRE, kern.DB_VELOCITY
+
+    @property
     def coasting_velocities(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
         """Its velocity [m/s] and spin [rad/s] while nothing acts on it (the initial ones)."""
         return self._initial_velocities

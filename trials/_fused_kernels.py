@@ -78,8 +78,15 @@ C_CARRIED = 49
 C_NATIVE_CODE = 50
 # the participant's Python part of this period has run (EVENT_PLAN): no event check once
 L_PREPARED = 51
+# the quiet tick (quiet_tick): the contact query's margin [m] (PyBulletDebris.settle's),
+# the capture monitor's reach squared [m^2] and shoulder [m], the target's radius [m]
+# (ServoTick's reach test), where the debris buffer keeps the fixture centre and its
+# velocity; then its outputs: pre_plant's event, the gap [m], the monitor's "left the
+# reach" (0/1), the distance to the target [m], the row's flag bits
+C_Q_MARGIN, C_Q_REACH2, C_Q_SHOULDER, C_Q_RADIUS, C_Q_POINT, C_Q_POINT_V = 52, 53, 54, 57, 58, 59
+L_Q_EVENT, L_Q_GAP, L_Q_LEFT_REACH, L_Q_DISTANCE, L_Q_BITS = 60, 61, 62, 63, 64
 # the law: up to MAX_TERMS terms of TERM_SIZE slots from LAW0: kind, scale, then its own
-LAW0, TERM_SIZE, MAX_TERMS = 52, 8, 6
+LAW0, TERM_SIZE, MAX_TERMS = 65, 8, 6
 N_SCALARS = LAW0 + TERM_SIZE * MAX_TERMS
 # term kinds
 T_NONE, T_DG, T_APF, T_WALLS, T_REACH, T_JOINTS, T_REACTION = range(7)
@@ -92,6 +99,12 @@ GO, EVENT = 0, 1
 #: period: Python runs that part alone (``HumanOperator.prepare_drive``), sets
 #: ``sc[L_PREPARED]`` and calls pre_plant again, instead of the whole tick staged
 EVENT_PLAN = 2
+#: The capture stage's steady states a quiet tick runs in: nothing touched yet and the
+#: tool beyond the contact query's margin; the tool closed on the debris.
+QUIET_APART, QUIET_CLOSED = 1, 2
+#: quiet_tick's answers: the whole tick ran; pre_plant's event (nothing done); the plant
+#: stepped (or failed: C_NATIVE_CODE), the rest of the tick is Python's
+Q_DONE, Q_PRE, Q_PLANT = 0, 1, 2
 
 
 @intrinsic
@@ -538,6 +551,46 @@ def post_plant(tab, sc, t_next, slot, scene_bits):  # type: ignore[no-untyped-de
             chunk[i, slot] = row[i]
         _ai(tab, A_CHUNK_FLAGS, (int(tab[A_CHUNK_FLAGS + N_ADDRESSES]),))[slot] = bits  # uint64 memory, bits < 2**63
     return bits
+
+
+@kernel
+def quiet_tick(tab, sc, t_s, step, plant, debris_mode, t_next, slot, scene_bits, state):  # type: ignore[no-untyped-def]
+    """A whole tick in one call, when the capture stage is in a steady state
+    (``state``: :data:`QUIET_APART`, :data:`QUIET_CLOSED`): :func:`pre_plant` at ``t_s``,
+    :func:`plant_native` (``step``, ``plant``, ``debris_mode``), :func:`post_plant` at
+    ``t_next`` into row ``slot`` with ``scene_bits``. Returns :data:`Q_PRE` after a
+    ``pre_plant`` event (in ``sc[L_Q_EVENT]``; nothing changed), :data:`Q_PLANT` after the
+    plant when the rest needs Python (a failed step; apart, the tool within the contact
+    query's margin: ``PyBulletDebris.settle`` queries the contact), else :data:`Q_DONE`
+    with the flag bits in ``sc[L_Q_BITS]``. The gap goes to ``sc[L_Q_GAP]``; apart, also
+    what the capture monitor's update and the tick's reach test compute after the plant
+    (``CaptureMonitor._leaving_reach`` into ``sc[L_Q_LEFT_REACH]``, ``|ee − target| −
+    radius`` into ``sc[L_Q_DISTANCE]``), in the same operations."""
+    event = pre_plant(tab, sc, t_s)
+    if event != GO:
+        sc[L_Q_EVENT] = event
+        return Q_PRE
+    gap = plant_native(tab, sc, step, plant, debris_mode)
+    sc[L_Q_GAP] = gap
+    if sc[C_NATIVE_CODE] != 0.0 or (state == QUIET_APART and gap < sc[C_Q_MARGIN]):
+        return Q_PLANT
+    sc[L_Q_BITS] = post_plant(tab, sc, t_next, slot, scene_bits)
+    ee = _v3(tab, A_EE)
+    target = _v3(tab, A_TARGET_P)
+    dx = ee[0] - target[0]
+    dy = ee[1] - target[1]
+    dz = ee[2] - target[2]
+    sc[L_Q_DISTANCE] = math.sqrt(dx * dx + dy * dy + dz * dz) - sc[C_Q_RADIUS]
+    if state == QUIET_APART:
+        debris = _af(tab, A_DEBRIS, (rk.N_DEBRIS,))
+        at = int(sc[C_Q_POINT])
+        at_v = int(sc[C_Q_POINT_V])
+        ox = debris[at] - sc[C_Q_SHOULDER]
+        oy = debris[at + 1] - sc[C_Q_SHOULDER + 1]
+        oz = debris[at + 2] - sc[C_Q_SHOULDER + 2]
+        away = ox * debris[at_v] + oy * debris[at_v + 1] + oz * debris[at_v + 2]
+        sc[L_Q_LEFT_REACH] = 1.0 if ox * ox + oy * oy + oz * oz > sc[C_Q_REACH2] and away > 0.0 else 0.0
+    return Q_DONE
 
 
 # The flag bits (trials.commanders' BIT_*, from capture_trainer.trial_log.FLAGS), bound

@@ -117,6 +117,32 @@ class CaptureMonitor:
         """The tool has closed."""
         return self.captured_at_s == self.captured_at_s
 
+    @property
+    def closed(self) -> bool:
+        """The tool is closed on the debris (captured, not opened since): :meth:`update`
+        has nothing to do."""
+        return self.captured_at_s == self.captured_at_s and not self._open
+
+    @property
+    def untouched(self) -> bool:
+        """Nothing has touched the debris and no contact is open: :meth:`update` on a tick
+        without contact only tests whether the debris left the reach (:meth:`apart`)."""
+        return self.first_contact_s != self.first_contact_s and not self._was_in_contact
+
+    @property
+    def leaving_test(self) -> tuple[tuple[float, float, float], float]:
+        """The shoulder [m] and the reach squared [m²] of the test whether the untouched
+        debris left the reach (:meth:`_leaving_reach`)."""
+        s = self._shoulder_list
+        return (s[0], s[1], s[2]), self._reach2
+
+    def apart(self, left_reach: bool) -> None:
+        """:meth:`update` on a tick without contact while :attr:`untouched`, given its
+        leaving test's answer (computed elsewhere in the same operations: the fused tick's
+        compiled call). It never closes the tool."""
+        self._was_in_contact = False
+        self._left_reach = left_reach
+
     def update(self, t_s: float, r: DebrisReading, ee_m: NDArray[np.float64], ee_v_m_s: NDArray[np.float64]) -> bool:
         """One tick after the plant step; True on the tick the tool must close."""
         if self.captured and not self._open:

@@ -14,6 +14,11 @@ Per tick, when the trial's parts allow it (:func:`choose_path`):
                            with its fixtures, framing, safety layer, the hand's view,
                            the row, written into the recorder's chunk (compiled)
 
+A quiet tick (:meth:`FusedTick.quiet`: nothing touched and the tool beyond the contact
+query's margin, or the tool closed on the debris) is all three in one compiled call
+(``quiet_tick``), with the capture monitor's and the reach test's arithmetic after the
+plant; the stages' Python bookkeeping follows it.
+
 Each stage keeps its protocol and its own implementation: the staged path (the
 reference) runs the stage objects, the fused path calls the same kernels those objects
 call (``trials._fused_kernels``) on the same arrays; what the objects keep in Python
@@ -53,10 +58,12 @@ from haptics.operators import HumanOperator
 from haptics.simulated import SimulatedDevice
 from robot import _kernels as rk
 from robot.pybullet_arm import PyBulletArm
-from robot.pybullet_debris import PyBulletDebris
+from robot.debris import DebrisReading
+from robot.pybullet_debris import CONTACT_QUERY_MARGIN_M, PyBulletDebris
 from robot.pybullet_native import DEBRIS_NONE, NativePlant, raise_step_error
 from robot.slave import SlaveController
 from trials import _fused_kernels as fk
+from trials.capture_event import CaptureMonitor
 from trials.recorder import TrialRecorder
 from trials.commanders import (BIT_CAPTURED, BIT_CLUTCH, BIT_CONTACT, BIT_ENGAGED, BIT_FAULT, BIT_LIMITED,
                                BIT_REPLAN, BIT_SATURATED, BIT_SINGULAR, BIT_WATCHDOG, ControllerCommander,
@@ -202,6 +209,21 @@ def _address(array: NDArray[np.float64] | NDArray[np.int64] | NDArray[np.uint64]
     return int(array.__array_interface__["data"][0])
 
 
+def _quiet_state(monitor: CaptureMonitor, reading: DebrisReading, debris: PyBulletDebris) -> int:
+    """The capture stage's steady state for a quiet tick (:meth:`FusedTick.quiet`), or 0:
+    :data:`trials._fused_kernels.QUIET_CLOSED` while the tool is closed on the debris
+    (the monitor's update has nothing to do, ``settle`` keeps the contact),
+    :data:`trials._fused_kernels.QUIET_APART` while nothing has touched, no contact is
+    open and nothing pushes the debris (the update only tests whether it left the reach,
+    ``settle`` only keeps the gap unless the tool comes within the contact query's margin,
+    which the compiled call tests after the step)."""
+    if monitor.closed:
+        return fk.QUIET_CLOSED if reading.attached else 0
+    if monitor.untouched and not reading.in_contact and not debris.thrusting:
+        return fk.QUIET_APART
+    return 0
+
+
 class FusedTick:
     """The fused form of one :class:`trials.tick.ServoTick` (module docstring).
 
@@ -243,6 +265,7 @@ class FusedTick:
         self._pre_plant = _entry(fk.pre_plant, self.tab, self.sc, 0.0)
         self._plant_native = _entry(fk.plant_native, self.tab, self.sc, 0, 0, 0)
         self._post_plant = _entry(fk.post_plant, self.tab, self.sc, 0.0, 0, 0)
+        self._quiet_tick = _entry(fk.quiet_tick, self.tab, self.sc, 0.0, 0, 0, 0, 0.0, 0, 0, 0)
         # the plant step through PyBullet's C API (robot.pybullet_native), when the arm
         # has one for the slave's command array; plant_path says which the stage takes
         self._native: NativePlant | None = None
@@ -253,6 +276,9 @@ class FusedTick:
         self.fused_ticks = 0
         self.staged_ticks = 0
         self.prepared_ticks = 0  # of the fused ticks: the participant's re-plan ran in Python first
+        # of the fused ticks: whole in one compiled call (quiet), apart and closed
+        self.quiet_apart_ticks = 0
+        self.quiet_closed_ticks = 0
         self.stages = (self.pre, self.plant, self.post)
         if self.haptic:
             device = parts.commander.device
@@ -533,6 +559,13 @@ class FusedTick:
                 sc[base + 4] = law.threshold
         self._table()
         sc[fk.C_HAS_DEBRIS] = 0.0 if self._debris is None else 1.0
+        if self._debris is not None:  # the quiet tick's capture stage (quiet_tick)
+            shoulder, reach2 = tick.monitor.leaving_test
+            sc[fk.C_Q_MARGIN] = CONTACT_QUERY_MARGIN_M
+            sc[fk.C_Q_REACH2] = reach2
+            sc[fk.C_Q_SHOULDER:fk.C_Q_SHOULDER + 3] = shoulder
+            sc[fk.C_Q_RADIUS] = tick.limits.target_radius_m
+            sc[fk.C_Q_POINT], sc[fk.C_Q_POINT_V] = self._debris.point_slots
         self.lifted = True
         return True
 
@@ -623,7 +656,11 @@ class FusedTick:
         t = tick._t = tick.k * tick.dt_s
         if not self.haptic:
             tick.parts.commander.command(t, tick._cmd_pos, tick._cmd_vel, tick._cmd_acc)
-        event = self._pre_plant(self.tab, self.sc, t)
+        self._answer(self._pre_plant(self.tab, self.sc, t), t)
+
+    def _answer(self, event: int, t: float) -> None:
+        """What ``pre_plant``'s answer at ``t`` asks for: nothing more (:data:`GO`), the
+        participant's Python part alone, or the whole tick staged."""
         if event == fk.EVENT_PLAN:  # the participant re-plans (or refills its noise) only
             event = self._prepared(t)
         if event != fk.GO:
@@ -713,16 +750,84 @@ class FusedTick:
             scalars[fk.C_CARRIED] = 1.0 if mode == DEBRIS_NONE else 0.0
         tick._t_next_s = t_next
         gap = self._plant_native(self.tab, self.sc, native.step_address, native.address, mode)
+        self._stepped(native, arm, debris, mode, gap, targets)
+        return True
+
+    def _stepped(self, native: NativePlant, arm: PyBulletArm, debris: PyBulletDebris | None, mode: int,
+                 gap: float, targets: NDArray[np.float64]) -> None:
+        """The plant stage's Python after the native step: its failure raised, the arm's
+        bookkeeping, then the debris' contact and thrust (``settle``) or the scene's read."""
+        scalars = self._scalars
         if scalars[fk.C_NATIVE_CODE] != 0.0:
             raise_step_error(int(scalars[fk.C_NATIVE_CODE]), targets)
         arm.stepped_natively(targets)
+        tick = self.tick
         if debris is None:
             m = tick._m
-            tick.scene.read(t_next, m.ee_position_m, m.ee_velocity_m_s)
+            tick.scene.read(tick._t_next_s, m.ee_position_m, m.ee_velocity_m_s)
         else:
             debris.settle(debris.centre_m if mode == DEBRIS_NONE else native.debris_centre_m, gap,
                           tick._m.ee_velocity_m_s)
-        return True
+
+    def quiet(self) -> bool | None:
+        """One whole tick in one compiled call (:func:`trials._fused_kernels.quiet_tick`)
+        when nothing in it needs Python: the plant steps natively, the row goes into the
+        recorder's current chunk, and the capture stage is in a steady state
+        (:func:`_quiet_state`: nothing touched yet and the tool beyond the contact query's
+        margin, or the tool closed on the debris). The Python left is the stages'
+        bookkeeping (the arm's clock, the debris' gap, the monitor's leaving test,
+        computed in the call) and the end test. Returns whether the trial goes on, or None
+        when the tick is not quiet, before anything ran: the caller then runs :meth:`pre`,
+        :meth:`plant`, :meth:`post` and the end test. A tick found not quiet inside the
+        call (a participant's event; the tool within the margin after the step) goes on
+        in Python from there, as :meth:`pre` or :meth:`plant` would."""
+        native, recorder, debris = self._native, self._slots, self._debris
+        if self._restage or not self.lifted or native is None or recorder is None or debris is None:
+            return None
+        tick = self.tick
+        reading = tick._reading
+        state = _quiet_state(tick.monitor, reading, debris)
+        rows = recorder.rows
+        if not state or rows >= self._slot_end:
+            return None
+        targets = self.parts.slave.last_command.qd_rad_s
+        arm = self.parts.arm
+        if targets is not native.targets or not arm.ready_to_step_natively(native):
+            return None
+        t = tick.k * tick.dt_s
+        t_next = t + tick.dt_s
+        mode = debris.native_read(t_next)
+        if mode < 0:
+            return None
+        self.ran_python = False
+        tick._t = t
+        if not self.haptic:
+            tick.parts.commander.command(t, tick._cmd_pos, tick._cmd_vel, tick._cmd_acc)
+        scalars = self._scalars
+        scalars[fk.C_CARRIED] = 1.0 if mode == DEBRIS_NONE else 0.0
+        scene_bits = BIT_CAPTURED if reading.attached else 0  # apart: no contact (quiet)
+        answer = self._quiet_tick(self.tab, self.sc, t, native.step_address, native.address, mode, t_next,
+                                  rows - self._slot_start, scene_bits, state)
+        if answer == fk.Q_PRE:
+            self._answer(int(scalars[fk.L_Q_EVENT]), t)
+            self.plant()
+            self.post()
+            return bool(tick._end())
+        self.fused_ticks += 1
+        tick._t_next_s = t_next
+        self._stepped(native, arm, debris, mode, scalars[fk.L_Q_GAP], targets)
+        if answer == fk.Q_PLANT:
+            self.post()
+            return bool(tick._end())
+        if state == fk.QUIET_APART:
+            tick.monitor.apart(scalars[fk.L_Q_LEFT_REACH] != 0.0)
+            self.quiet_apart_ticks += 1
+        else:
+            self.quiet_closed_ticks += 1
+        recorder.flag_bits = int(scalars[fk.L_Q_BITS])
+        recorder.commit_row()
+        tick.k += 1
+        return bool(tick._end(scalars[fk.L_Q_DISTANCE]))
 
     def post(self) -> None:
         """The capture monitor (Python), then law, framing, safety, hand, row (compiled);

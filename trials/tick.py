@@ -316,10 +316,14 @@ class ServoTick:
                 if self.timer is not None:
                     alive = self.timer.run(fused.stages, self._end)
                 else:
-                    fused.pre()
-                    fused.plant()
-                    fused.post()
-                    alive = self._end()
+                    quiet = fused.quiet()
+                    if quiet is None:
+                        fused.pre()
+                        fused.plant()
+                        fused.post()
+                        alive = self._end()
+                    else:
+                        alive = quiet
                 if not alive:
                     fused.lower()
                 return alive
@@ -451,12 +455,15 @@ class ServoTick:
         recorder.append_row()
         self.k += 1
 
-    def _end(self) -> bool:
+    def _end(self, distance_m: float | None = None) -> bool:
         """The window after the capture or the first contact elapsed, the debris left the
-        reach untouched, the time limit, or a failed write."""
+        reach untouched, the time limit, or a failed write. Before the target is reached,
+        the reach test takes ``distance_m`` (:meth:`_distance_m`, as the fused tick's
+        compiled call computed it) when given."""
         t_next = self._t_next_s
-        if self.reached_at_s != self.reached_at_s and self._distance_m() <= 0.0:
-            self.reached_at_s = t_next
+        if self.reached_at_s != self.reached_at_s:
+            if (self._distance_m() if distance_m is None else distance_m) <= 0.0:
+                self.reached_at_s = t_next
         if self.snapshot is not None and self.k % self.snapshot_every == 0:
             self._publish(self.snapshot)
         if self.parts.recorder.write_error is not None:

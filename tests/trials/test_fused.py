@@ -7,6 +7,7 @@ chosen by type and recorded; parts without kernels fall back to the staged path.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -95,6 +96,8 @@ def test_fused_tick_writes_the_staged_log(tmp_path: Path, scenario: str, conditi
     assert _state(trial) == _state(trial_ref)
     fused = trial.tick.fused  # type: ignore[attr-defined]
     assert fused is not None and fused.fused_ticks > 0.9 * rows.shape[0]
+    # ticks ran whole in one compiled call (FusedTick.quiet), the rest from where it stopped
+    assert fused.quiet_apart_ticks + fused.quiet_closed_ticks > 0.2 * rows.shape[0]
     # the run exercised what matters: guidance forces were felt, the files agree too
     if scenario == "diagonal-fast":
         assert _state(trial)["clutches"] > 0
@@ -143,6 +146,45 @@ def test_the_capture_and_the_closing_step_agree(tmp_path: Path) -> None:
     assert summary_ref["outcome"] == "captured"
     assert summary["outcome"] == "captured"
     assert np.array_equal(rows, rows_ref, equal_nan=True) and np.array_equal(flags, flags_ref)
+
+
+def test_quiet_ticks_before_the_contact_and_after_the_closing_write_the_staged_log(tmp_path: Path) -> None:
+    """The tumbling debris caught at 2.03 s (DG, seed 1): the approach and the carrying
+    run as quiet ticks (one compiled call each, FusedTick.quiet), the ticks near and in
+    contact and the closing one in Python from where the call stopped; the log is the
+    staged one to the bit, the reach and the capture at the same ticks."""
+    request = TrialRequest(scenario="tumbling-7dof", condition="dg", seed=1, time_limit_s=3.0, end_on_capture=False)
+    rows_ref, flags_ref, summary_ref, trial_ref = _run(request, tmp_path / "staged", staged=True)
+    rows, flags, summary, trial = _run(request, tmp_path / "fused", staged=False)
+    assert summary_ref["outcome"] == summary["outcome"] == "captured"
+    assert np.array_equal(rows, rows_ref, equal_nan=True) and np.array_equal(flags, flags_ref)
+    assert summary["time_to_reach_s"] == summary_ref["time_to_reach_s"] is not None
+    assert trial.tick.monitor.captured_at_s == trial_ref.tick.monitor.captured_at_s  # type: ignore[attr-defined]
+    fused = trial.tick.fused  # type: ignore[attr-defined]
+    assert fused.quiet_apart_ticks > 1000 and fused.quiet_closed_ticks > 900  # first contact 1.93 s, closed 2.03 s
+    assert _state(trial) == _state(trial_ref)
+
+
+def test_a_reach_inside_a_quiet_tick_is_the_staged_one(tmp_path: Path) -> None:
+    """With the target's radius 5 cm larger than the contact's, the tool reaches it while
+    the capture stage is still quiet (beyond the contact query's 1 cm), so the reach test
+    runs on the quiet tick's distance: the same tick as the staged test's."""
+    request = TrialRequest(scenario="paper-2019", condition="dg", seed=3, time_limit_s=2.5, end_on_capture=False)
+    reached = []
+    for staged in (True, False):
+        trial = build_trial(request, tmp_path / str(staged), staged=staged)
+        tick = trial.tick
+        tick.limits = dataclasses.replace(tick.limits, target_radius_m=tick.limits.target_radius_m + 0.05)
+        quiet_before = 0
+        while tick.reached_at_s != tick.reached_at_s:
+            quiet_before = 0 if staged else tick.fused.quiet_apart_ticks
+            assert tick()
+        quiet_reach = not staged and tick.fused.quiet_apart_ticks == quiet_before + 1  # the reaching tick was quiet
+        reached.append((tick.reached_at_s, tick.k, quiet_reach))
+        trial.abort("test")
+    (t_ref, k_ref, _), (t_fused, k_fused, quiet) = reached
+    assert t_ref == t_ref and (t_fused, k_fused) == (t_ref, k_ref)
+    assert quiet
 
 
 def test_parts_without_kernels_run_staged_and_say_why(tmp_path: Path) -> None:
