@@ -278,7 +278,7 @@ class TrialRecorder:
             _trim_heap()
 
     def _flusher(self) -> None:
-        while not self._stop.is_set():  # a write every flush_wall_s at the latest
+        while not self._stop.is_set():  # a write every flush_cadence.wall_s at the latest
             self._wake.wait(self._flush_wall_s - self._flush_min_interval_s)
             self._wake.clear()
             if self._stop.is_set():
