@@ -145,7 +145,7 @@ class CaptureMonitor:
 
     def update(self, t_s: float, r: DebrisReading, ee_m: NDArray[np.float64], ee_v_m_s: NDArray[np.float64]) -> bool:
         """One tick after the plant step; True on the tick the tool must close."""
-        if self.captured and not self._open:
+        if self.closed:
             return False
         rules = self.rules
         if r.in_contact and not self._was_in_contact:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import logging
+import math
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -66,6 +67,13 @@ class FlushCadence:
     rows: int = CHUNK_ROWS
     wall_s: float = 0.5
     min_interval_s: float = 0.25
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.rows, int) and self.rows >= 1):
+            raise ValueError(f"rows must be a positive number of rows, got {self.rows!r}")
+        if not 0.0 < self.min_interval_s <= self.wall_s < math.inf:
+            raise ValueError(f"the flush intervals must satisfy 0 < min_interval_s <= wall_s < inf [s], got "
+                             f"min_interval_s={self.min_interval_s}, wall_s={self.wall_s}")
 
 
 #: A run in real time (a person at the device, or watching): a killed process's file
@@ -143,10 +151,7 @@ class TrialRecorder:
         self.rows = 0
         self._flushed_rows = -1
         self.flush_cadence = flush_cadence
-        self._flush_rows = int(flush_cadence.rows)
-        self._wake_at_row = self._flush_rows  # append_row wakes the flusher here (once)
-        self._flush_wall_s = float(flush_cadence.wall_s)
-        self._flush_min_interval_s = min(float(flush_cadence.min_interval_s), self._flush_wall_s)
+        self._wake_at_row = flush_cadence.rows  # append_row wakes the flusher here (once)
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._write_lock = threading.Lock()
@@ -270,7 +275,7 @@ class TrialRecorder:
             self._flushed_rows = rows
             if final and self.write_error is None:
                 self.final_table = table
-            self._wake_at_row = rows + self._flush_rows
+            self._wake_at_row = rows + self.flush_cadence.rows
             # A write's working memory grows with the file (3.3 MB for 30 s of trial) and
             # both Arrow's allocator and glibc's keep what was freed for reuse: give it
             # back, so that the process does not grow with the trial.
@@ -278,8 +283,9 @@ class TrialRecorder:
             _trim_heap()
 
     def _flusher(self) -> None:
-        while not self._stop.is_set():  # a write every flush_cadence.wall_s at the latest
-            self._wake.wait(self._flush_wall_s - self._flush_min_interval_s)
+        cadence = self.flush_cadence
+        while not self._stop.is_set():  # a write every cadence.wall_s at the latest
+            self._wake.wait(cadence.wall_s - cadence.min_interval_s)
             self._wake.clear()
             if self._stop.is_set():
                 break
@@ -297,7 +303,7 @@ class TrialRecorder:
                 return
             # Each write re-encodes the whole trial: a headless trial (a second of trial
             # time every few ms) would otherwise rewrite its file a thousand times a run.
-            self._stop.wait(self._flush_min_interval_s)
+            self._stop.wait(cadence.min_interval_s)
 
     def update_metadata(self, **entries: Any) -> None:
         """Add or replace metadata entries; written with the next flush (not on the tick).

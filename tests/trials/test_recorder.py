@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -57,6 +59,19 @@ def test_each_write_holds_every_row_so_far_when_chunks_fill_between_writes(tmp_p
         np.testing.assert_array_equal(table["a_m"].to_numpy(), np.cos(np.arange(stop)))
         np.testing.assert_array_equal(table["fault"].to_numpy(), np.arange(stop) % 3 == 0)
     recorder.close()
+
+
+@pytest.mark.parametrize(("fields", "expected"), [
+    ({"rows": 0}, "rows must be a positive"),
+    ({"rows": 1.5}, "rows must be a positive"),
+    ({"min_interval_s": 0.0}, "0 < min_interval_s <= wall_s"),
+    ({"wall_s": 0.1}, "min_interval_s=0.25, wall_s=0.1"),
+    ({"wall_s": math.inf}, "0 < min_interval_s <= wall_s < inf"),
+    ({"min_interval_s": math.nan}, "0 < min_interval_s <= wall_s"),
+])
+def test_a_flush_cadence_that_cannot_be_kept_is_refused(fields: dict, expected: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(expected)):
+        FlushCadence(**fields)
 
 
 def test_flag_bits_unpack_into_their_columns_across_chunks(tmp_path: Path) -> None:

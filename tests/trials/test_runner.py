@@ -98,8 +98,6 @@ def test_a_headless_trial_writes_its_file_less_often_than_a_paced_one(tmp_path: 
     try:
         assert isinstance(headless.clock, HeadlessClock) and isinstance(paced.clock, PacedClock)
         assert headless.recorder.flush_cadence == HEADLESS_FLUSH and paced.recorder.flush_cadence == LIVE_FLUSH
-        assert HEADLESS_FLUSH.min_interval_s >= 4 * LIVE_FLUSH.min_interval_s
-        assert LIVE_FLUSH.rows == 1000 and LIVE_FLUSH.wall_s <= 0.5  # at most a second of trial lost
     finally:
         headless.abort("test")
         paced.abort("test")
