@@ -59,8 +59,9 @@ def measure_throughput(model: str, seconds: float, repeat: int = 3) -> dict[str,
     trial of a fresh process, start-up included. The trial runs the tick as trials do
     (fused when its parts allow: ``fused``, ``tick_path``; ``plant_path``: whether its
     plant stage steps PyBullet through its C API, and if not why; ``quiet_ticks``: how
-    many of the last run's ticks were one compiled call, ``FusedTick.quiet``); ``reference`` is the same trial
-    on the staged path, timed once right after.
+    many of the last run's ticks ran whole in compiled code, ``FusedTick.quiet``, in
+    ``quiet_calls`` calls: the headless clock's batches, ``HeadlessClock.batch_ticks`` at
+    most); ``reference`` is the same trial on the staged path, timed once right after.
     """
     started = time.perf_counter()
     from trials.runner import TrialRequest, build_trial
@@ -87,6 +88,7 @@ def measure_throughput(model: str, seconds: float, repeat: int = 3) -> dict[str,
         fused_tick = trial.tick.fused
         plant_path = None if fused_tick is None else fused_tick.plant_path
         quiet_ticks = None if fused_tick is None else fused_tick.quiet_apart_ticks + fused_tick.quiet_closed_ticks
+        quiet_calls = None if fused_tick is None else fused_tick.quiet_calls
         reference_begun, reference_cpu_begun = time.perf_counter(), time.process_time()
         reference_trial = build_trial(request(seconds), Path(out) / "reference", staged=True)
         reference_built = time.perf_counter()
@@ -106,6 +108,7 @@ def measure_throughput(model: str, seconds: float, repeat: int = 3) -> dict[str,
         "tick_path": path.as_dict(),
         "plant_path": plant_path,
         "quiet_ticks": quiet_ticks,
+        "quiet_calls": quiet_calls,
         "reference": {
             "realtime_factor": reference["realtime_factor"],
             "loop_realtime_factor": reference["loop_realtime_factor"],

@@ -106,6 +106,22 @@ class SimulatedHand(Protocol):
 Tick = Callable[[], bool]
 
 
+@runtime_checkable
+class BatchTick(Protocol):
+    """A tick a free-running clock may ask for several periods in one call (headless:
+    no period waits for the wall clock, so back-to-back periods need not return between
+    them; ``trials.tick.ServoTick``)."""
+
+    def __call__(self) -> bool:
+        """Run one period (:data:`Tick`)."""
+        ...
+
+    def run_ticks(self, most: int) -> tuple[bool, int]:
+        """Run between one and ``most`` periods; returns whether the trial goes on and how
+        many periods ran (0 once it is over)."""
+        ...
+
+
 class ServoClock(Protocol):
     """Whoever calls the tick: a device's own scheduler, a paced or a free-running loop."""
 

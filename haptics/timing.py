@@ -203,6 +203,41 @@ class ServoTiming:
         if period > self._overrun_s:
             self._overruns += 1
 
+    def mark_ticks(self, t_s: float, ticks: int) -> None:
+        """Record that ``ticks`` periods ran back to back since the last mark and the next
+        starts at ``t_s`` [s]: ``ticks`` periods of equal length (a headless clock's batch,
+        whose periods are not timed one by one); with no mark before or 0 ticks, as
+        :meth:`mark`."""
+        last = self._last_t_s
+        if ticks <= 1 or last != last:
+            self.mark(t_s)
+            return
+        self._equal_periods(max(t_s - last, 0.0) / ticks, ticks)
+        self._last_t_s = t_s
+
+    def end_ticks(self, t_s: float, ticks: int) -> None:
+        """The last call ran ``ticks`` periods and ended at ``t_s`` [s]: record the starts
+        of the ``ticks - 1`` after its first (marked already) at equal periods of
+        ``(t_s - last mark) / ticks``, as one period a call would have marked them."""
+        last = self._last_t_s
+        if ticks <= 1 or last != last:
+            return
+        period = max(t_s - last, 0.0) / ticks
+        self._equal_periods(period, ticks - 1)
+        self._last_t_s = last + (ticks - 1) * period
+
+    def _equal_periods(self, period: float, count: int) -> None:
+        n, capacity, slots = self._n_periods, self.capacity, self._period_slots
+        for i in range(max(n, n + count - capacity), n + count):  # the ring keeps the last capacity
+            slots[i % capacity] = period
+        self._n_periods = n + count
+        self._sum_s += period * count
+        if period > self._max_s:
+            self._max_s = period
+            self._worst_index = n
+        if period > self._overrun_s:
+            self._overruns += count
+
     def periods_s(self) -> NDArray[np.float64]:
         """The recorded periods [s], oldest first (a copy; at most ``capacity``)."""
         n = self._n_periods

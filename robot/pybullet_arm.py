@@ -397,12 +397,16 @@ class PyBulletArm:
             self._read()
         return True
 
-    def stepped_natively(self, targets: NDArray[np.float64]) -> None:
-        """The bookkeeping of :meth:`send` then :meth:`advance_raw` after the native plant
-        step sent ``targets``, stepped and loaded the state into :attr:`readout_buffers`."""
+    def stepped_natively(self, targets: NDArray[np.float64], steps: int = 1) -> None:
+        """The bookkeeping of :meth:`send` then :meth:`advance_raw` after ``steps`` native
+        plant steps sent ``targets``, stepped and loaded the state into
+        :attr:`readout_buffers` (the clock advanced step by step, as one step a call)."""
         self._targets = targets
-        t = self._t_s = self._t_s + self.dt_s
-        self._state.t_s = self._measurement.t_s = t
+        t = self._t_s
+        dt = self.dt_s
+        for _ in range(steps):
+            t += dt
+        self._t_s = self._state.t_s = self._measurement.t_s = t
         self._have_before = True
         self._fresh = True
 

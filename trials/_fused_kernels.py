@@ -85,8 +85,10 @@ L_PREPARED = 51
 # reach" (0/1), the distance to the target [m], the row's flag bits
 C_Q_MARGIN, C_Q_REACH2, C_Q_SHOULDER, C_Q_RADIUS, C_Q_POINT, C_Q_POINT_V = 52, 53, 54, 57, 58, 59
 L_Q_EVENT, L_Q_GAP, L_Q_LEFT_REACH, L_Q_DISTANCE, L_Q_BITS = 60, 61, 62, 63, 64
+# quiet_run's count of the ticks that ran whole
+L_Q_RAN = 65
 # the law: up to MAX_TERMS terms of TERM_SIZE slots from LAW0: kind, scale, then its own
-LAW0, TERM_SIZE, MAX_TERMS = 65, 8, 6
+LAW0, TERM_SIZE, MAX_TERMS = 66, 8, 6
 N_SCALARS = LAW0 + TERM_SIZE * MAX_TERMS
 # term kinds
 T_NONE, T_DG, T_APF, T_WALLS, T_REACH, T_JOINTS, T_REACTION = range(7)
@@ -590,6 +592,33 @@ def quiet_tick(tab, sc, t_s, step, plant, debris_mode, t_next, slot, scene_bits,
         oz = debris[at + 2] - sc[C_Q_SHOULDER + 2]
         away = ox * debris[at_v] + oy * debris[at_v + 1] + oz * debris[at_v + 2]
         sc[L_Q_LEFT_REACH] = 1.0 if ox * ox + oy * oy + oz * oz > sc[C_Q_REACH2] and away > 0.0 else 0.0
+    return Q_DONE
+
+
+@kernel
+def quiet_run(tab, sc, k0, dt, step, plant, debris_mode, slot0, scene_bits, state, most, t_stop,  # type: ignore[no-untyped-def]
+              watch_reach):
+    """Up to ``most`` quiet ticks back to back (:func:`quiet_tick`): tick ``k0 + i`` at
+    ``t = (k0 + i) dt`` [s] (the servo tick's own ``k * dt`` and ``t + dt``) into row
+    ``slot0 + i``. It stops after a tick whose end test the caller must run
+    (``ServoTick._end``): apart, the debris left the reach; with ``watch_reach``, the tool
+    reached the target (distance <= 0); ``t_next >= t_stop`` [s] (the capture window's
+    end). Returns the last tick's answer: :data:`Q_DONE` when every tick it began ran
+    whole, else that tick's :data:`Q_PRE` or :data:`Q_PLANT`; ``sc[L_Q_RAN]`` counts the
+    ticks that ran whole, and the ``L_Q_*`` outputs are the last whole tick's, but for
+    the gap after :data:`Q_PLANT` (that tick's)."""
+    for i in range(most):
+        t = (k0 + i) * dt
+        t_next = t + dt
+        answer = quiet_tick(tab, sc, t, step, plant, debris_mode, t_next, slot0 + i, scene_bits, state)
+        if answer != Q_DONE:
+            sc[L_Q_RAN] = i
+            return answer
+        if ((state == QUIET_APART and sc[L_Q_LEFT_REACH] != 0.0) or (watch_reach and sc[L_Q_DISTANCE] <= 0.0)
+                or t_next >= t_stop):
+            sc[L_Q_RAN] = i + 1
+            return Q_DONE
+    sc[L_Q_RAN] = most
     return Q_DONE
 
 

@@ -265,7 +265,7 @@ class FusedTick:
         self._pre_plant = _entry(fk.pre_plant, self.tab, self.sc, 0.0)
         self._plant_native = _entry(fk.plant_native, self.tab, self.sc, 0, 0, 0)
         self._post_plant = _entry(fk.post_plant, self.tab, self.sc, 0.0, 0, 0)
-        self._quiet_tick = _entry(fk.quiet_tick, self.tab, self.sc, 0.0, 0, 0, 0, 0.0, 0, 0, 0)
+        self._quiet_run = _entry(fk.quiet_run, self.tab, self.sc, 0, 0.0, 0, 0, 0, 0, 0, 0, 0, 0.0, False)
         # the plant step through PyBullet's C API (robot.pybullet_native), when the arm
         # has one for the slave's command array; plant_path says which the stage takes
         self._native: NativePlant | None = None
@@ -279,6 +279,7 @@ class FusedTick:
         # of the fused ticks: whole in one compiled call (quiet), apart and closed
         self.quiet_apart_ticks = 0
         self.quiet_closed_ticks = 0
+        self.quiet_calls = 0  # the compiled calls those ran in (more than one tick a call: a batch)
         self.stages = (self.pre, self.plant, self.post)
         if self.haptic:
             device = parts.commander.device
@@ -754,13 +755,14 @@ class FusedTick:
         return True
 
     def _stepped(self, native: NativePlant, arm: PyBulletArm, debris: PyBulletDebris | None, mode: int,
-                 gap: float, targets: NDArray[np.float64]) -> None:
-        """The plant stage's Python after the native step: its failure raised, the arm's
-        bookkeeping, then the debris' contact and thrust (``settle``) or the scene's read."""
+                 gap: float, targets: NDArray[np.float64], steps: int = 1) -> None:
+        """The plant stage's Python after ``steps`` native steps: a failure raised, the
+        arm's bookkeeping, then the debris' contact and thrust (``settle``, with the last
+        step's gap) or the scene's read."""
         scalars = self._scalars
         if scalars[fk.C_NATIVE_CODE] != 0.0:
             raise_step_error(int(scalars[fk.C_NATIVE_CODE]), targets)
-        arm.stepped_natively(targets)
+        arm.stepped_natively(targets, steps)
         tick = self.tick
         if debris is None:
             m = tick._m
@@ -769,24 +771,33 @@ class FusedTick:
             debris.settle(debris.centre_m if mode == DEBRIS_NONE else native.debris_centre_m, gap,
                           tick._m.ee_velocity_m_s)
 
-    def quiet(self) -> bool | None:
-        """One whole tick in one compiled call (:func:`trials._fused_kernels.quiet_tick`)
-        when nothing in it needs Python: the plant steps natively, the row goes into the
-        recorder's current chunk, and the capture stage is in a steady state
-        (:func:`_quiet_state`: nothing touched yet and the tool beyond the contact query's
-        margin, or the tool closed on the debris). The Python left is the stages'
-        bookkeeping (the arm's clock, the debris' gap, the monitor's leaving test,
-        computed in the call) and the end test. Returns whether the trial goes on, or None
-        when the tick is not quiet, before anything ran: the caller then runs :meth:`pre`,
+    def quiet(self, most: int = 1) -> bool | None:
+        """Up to ``most`` whole ticks in one compiled call (:func:`trials._fused_kernels.quiet_run`
+        of :func:`~trials._fused_kernels.quiet_tick`) when nothing in them needs Python:
+        the plant steps natively, the rows go into the recorder's current chunk, and the
+        capture stage is in a steady state (:func:`_quiet_state`: nothing touched yet and
+        the tool beyond the contact query's margin, or the tool closed on the debris). The
+        Python left is the stages' bookkeeping (the arm's clock, the debris' gap, the
+        monitor's leaving test, computed in the call), done once for the ticks that ran,
+        and the end test of the last. Returns whether the trial goes on, or None when the
+        first tick is not quiet, before anything ran: the caller then runs :meth:`pre`,
         :meth:`plant`, :meth:`post` and the end test. A tick found not quiet inside the
         call (a participant's event; the tool within the margin after the step) goes on
-        in Python from there, as :meth:`pre` or :meth:`plant` would."""
+        in Python from there, as :meth:`pre` or :meth:`plant` would.
+
+        More than one tick a call (a headless clock's batch, :meth:`ServoTick.run_ticks`)
+        runs only where nothing between two ticks may differ from one tick a call: the
+        participant drives the simulated device (no Python commander per tick), the debris
+        is not thrust, no live snapshot is published; the call stops at the recorder's
+        chunk, the trial's last tick and every tick whose end test could end the trial or
+        record the reach (``quiet_run``), and a failed write is seen after the call."""
         native, recorder, debris = self._native, self._slots, self._debris
         if self._restage or not self.lifted or native is None or recorder is None or debris is None:
             return None
         tick = self.tick
         reading = tick._reading
-        state = _quiet_state(tick.monitor, reading, debris)
+        monitor = tick.monitor
+        state = _quiet_state(monitor, reading, debris)
         rows = recorder.rows
         if not state or rows >= self._slot_end:
             return None
@@ -794,20 +805,59 @@ class FusedTick:
         arm = self.parts.arm
         if targets is not native.targets or not arm.ready_to_step_natively(native):
             return None
-        t = tick.k * tick.dt_s
-        t_next = t + tick.dt_s
+        k, dt = tick.k, tick.dt_s
+        t = k * dt
+        t_next = t + dt
         mode = debris.native_read(t_next)
         if mode < 0:
             return None
         self.ran_python = False
         tick._t = t
+        t_stop = math.inf
         if not self.haptic:
             tick.parts.commander.command(t, tick._cmd_pos, tick._cmd_vel, tick._cmd_acc)
+            most = 1
+        elif most > 1:
+            if debris.thrusting or tick.snapshot is not None:
+                most = 1
+            else:
+                most = min(most, self._slot_end - rows, tick.max_ticks - k)
+                if state == fk.QUIET_CLOSED:
+                    t_stop = monitor.captured_at_s + monitor.rules.window_s  # CaptureMonitor.over's
         scalars = self._scalars
         scalars[fk.C_CARRIED] = 1.0 if mode == DEBRIS_NONE else 0.0
         scene_bits = BIT_CAPTURED if reading.attached else 0  # apart: no contact (quiet)
-        answer = self._quiet_tick(self.tab, self.sc, t, native.step_address, native.address, mode, t_next,
-                                  rows - self._slot_start, scene_bits, state)
+        answer = self._quiet_run(self.tab, self.sc, k, dt, native.step_address, native.address, mode,
+                                 rows - self._slot_start, scene_bits, state, most, t_stop,
+                                 tick.reached_at_s != tick.reached_at_s)
+        ran = int(scalars[fk.L_Q_RAN])
+        if ran:  # the bookkeeping of the ticks that ran whole, once: only the last one's state shows
+            self.quiet_calls += 1
+            self.fused_ticks += ran
+            k += ran
+            t = (k - 1) * dt
+            t_next = t + dt
+            tick._t, tick._t_next_s = t, t_next
+            if answer == fk.Q_PLANT:  # the next tick's settle follows at once and overwrites the gap
+                arm.stepped_natively(targets, ran)
+            else:
+                self._stepped(native, arm, debris, mode, scalars[fk.L_Q_GAP], targets, ran)
+            if state == fk.QUIET_APART:
+                monitor.apart(scalars[fk.L_Q_LEFT_REACH] != 0.0)
+                self.quiet_apart_ticks += ran
+            else:
+                self.quiet_closed_ticks += ran
+            recorder.flag_bits = int(scalars[fk.L_Q_BITS])
+            recorder.commit_rows(ran)
+            tick.k = k
+            if answer == fk.Q_DONE:
+                if ran > 1:
+                    debris.native_read(t_next)  # its clock at the last tick's
+                return bool(tick._end(scalars[fk.L_Q_DISTANCE]))
+            t = k * dt  # the tick the call stopped in
+            t_next = t + dt
+            debris.native_read(t_next)
+            tick._t = t
         if answer == fk.Q_PRE:
             self._answer(int(scalars[fk.L_Q_EVENT]), t)
             self.plant()
@@ -816,18 +866,8 @@ class FusedTick:
         self.fused_ticks += 1
         tick._t_next_s = t_next
         self._stepped(native, arm, debris, mode, scalars[fk.L_Q_GAP], targets)
-        if answer == fk.Q_PLANT:
-            self.post()
-            return bool(tick._end())
-        if state == fk.QUIET_APART:
-            tick.monitor.apart(scalars[fk.L_Q_LEFT_REACH] != 0.0)
-            self.quiet_apart_ticks += 1
-        else:
-            self.quiet_closed_ticks += 1
-        recorder.flag_bits = int(scalars[fk.L_Q_BITS])
-        recorder.commit_row()
-        tick.k += 1
-        return bool(tick._end(scalars[fk.L_Q_DISTANCE]))
+        self.post()  # Q_PLANT
+        return bool(tick._end())
 
     def post(self) -> None:
         """The capture monitor (Python), then law, framing, safety, hand, row (compiled);

@@ -228,6 +228,14 @@ class TrialRecorder:
             self._wake_at_row = _NEVER
             self._wake.set()
 
+    def commit_rows(self, count: int) -> None:
+        """Count ``count`` rows a compiled writer put at :meth:`row_slot`'s and the slots
+        after it, all in the current chunk (:meth:`commit_row` ``count`` times)."""
+        self.rows += count
+        if self.rows >= self._wake_at_row:
+            self._wake_at_row = _NEVER
+            self._wake.set()
+
     def recorded_row(self, index: int) -> NDArray[np.float64]:
         """A copy of float row ``index`` as recorded (off the tick: summaries, tests)."""
         if not 0 <= index < self.rows:

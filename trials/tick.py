@@ -308,6 +308,18 @@ class ServoTick:
     # -------------------------------------------------------------------- the tick
     def __call__(self) -> bool:
         """Run one period; False once the trial is over (time limit, capture window, fault)."""
+        return self._run(1)
+
+    def run_ticks(self, most: int) -> tuple[bool, int]:
+        """Run between one and ``most`` periods (``haptics.device.BatchTick``, for a
+        headless clock): quiet fused ticks back to back in one compiled call
+        (:meth:`trials.fused.FusedTick.quiet`), any other tick alone. Returns whether the
+        trial goes on and how many periods ran (0 once it is over)."""
+        k = self.k
+        alive = self._run(most)
+        return alive, self.k - k
+
+    def _run(self, most: int) -> bool:
         if self.k >= self.max_ticks or self.fault is not None:
             return False
         fused = self._fused
@@ -316,7 +328,7 @@ class ServoTick:
                 if self.timer is not None:
                     alive = self.timer.run(fused.stages, self._end)
                 else:
-                    quiet = fused.quiet()
+                    quiet = fused.quiet(most)
                     if quiet is None:
                         fused.pre()
                         fused.plant()

@@ -82,6 +82,7 @@ def test_throughput_json_with_a_study() -> None:
     assert out["fused"] is True and out["tick_path"]["fused"] is True
     assert out["plant_path"].startswith("native: ")
     assert 0 < out["quiet_ticks"] < 300  # the 0.3 s trial's ticks, the first ones not quiet
+    assert 0 < out["quiet_calls"] < out["quiet_ticks"]  # in the headless clock's batches
     assert out["reference"]["loop_realtime_factor"] > out["reference"]["realtime_factor"] > 0.0
     # three timed runs by default; the figures are the median run's, all of them
     runs = out["runs"]

@@ -62,6 +62,38 @@ def test_ring_buffer_keeps_whole_run_counts() -> None:
     assert s["mean_period_ms"] == pytest.approx(9.0 / 5.0)
 
 
+def test_batches_are_marked_as_the_ticks_they_ran_at_equal_periods() -> None:
+    """A headless clock's calls of several ticks: the first at 0 ran 3 ticks, the next at
+    6.45 ms ran 1, the last at 7.4 ms ran 4 and ended at 16 ms. Each call's ticks as
+    equal periods: the same statistics as marking the tick starts 0, 2.15, 4.3, 6.45,
+    7.4, 9.55, 11.7, 13.85 ms one by one."""
+    timing = ServoTiming()
+    timing.mark_ticks(0.0, 0)
+    timing.mark_ticks(6.45e-3, 3)
+    timing.mark_ticks(7.4e-3, 1)
+    timing.end_ticks(16e-3, 4)
+    s = timing.summary()
+    expected = marked([0.0, 2.15e-3, 4.3e-3, 6.45e-3, 7.4e-3, 9.55e-3, 11.7e-3, 13.85e-3]).summary()
+    assert s["ticks"] == 8 and s["periods"] == 7
+    for key in ("mean_period_ms", "p50_period_ms", "max_period_ms", "rate_hz"):
+        assert s[key] == pytest.approx(expected[key]), key
+    assert s["overruns"] == expected["overruns"] == 6
+    assert s["worst_tick"] == 1  # the first of the longest (equal) periods
+    assert s["histogram_counts"] == expected["histogram_counts"]
+    assert np.allclose(timing.periods_s(), [2.15e-3] * 3 + [0.95e-3] + [2.15e-3] * 3)
+
+
+def test_a_batch_longer_than_the_ring_keeps_its_last_periods() -> None:
+    timing = ServoTiming(capacity=4)
+    timing.mark(0.0)
+    timing.mark(5e-3)  # one 5 ms period, then a batch of 10 at 1 ms
+    timing.mark_ticks(15e-3, 10)
+    s = timing.summary()
+    assert s["periods"] == 11 and s["max_period_ms"] == pytest.approx(5.0) and s["overruns"] == 1
+    assert np.allclose(timing.periods_s(), [1e-3] * 4)
+    assert s["mean_period_ms"] == pytest.approx(15.0 / 11.0)
+
+
 def test_empty_and_single_tick() -> None:
     s = ServoTiming().summary()
     assert s["ticks"] == 0 and s["rate_hz"] == 0.0 and math.isnan(s["mean_period_ms"])

@@ -54,6 +54,7 @@ def _state(trial: object) -> dict[str, object]:
         "guidance_t": tick.guidance_state.t_s,
         "rate_bound": parts.slave.rate_bound_metadata(), "base_rate": parts.slave.status.base_rate_rad_s,
         "rate_bounded": parts.slave.status.rate_bounded, "rate_scale": parts.slave.status.rate_scale,
+        "arm_t": parts.arm.state().t_s, "scene_t": getattr(tick.scene, "_t_s", None),  # their clocks
     }
     commander = parts.commander
     if isinstance(commander, HapticCommander):
@@ -165,26 +166,69 @@ def test_quiet_ticks_before_the_contact_and_after_the_closing_write_the_staged_l
     assert _state(trial) == _state(trial_ref)
 
 
-def test_a_reach_inside_a_quiet_tick_is_the_staged_one(tmp_path: Path) -> None:
+@pytest.mark.parametrize("batch", [1, 1000])
+def test_a_reach_inside_a_quiet_tick_is_the_staged_one(tmp_path: Path, batch: int) -> None:
     """With the target's radius 5 cm larger than the contact's, the tool reaches it while
     the capture stage is still quiet (beyond the contact query's 1 cm), so the reach test
-    runs on the quiet tick's distance: the same tick as the staged test's."""
+    runs on the quiet tick's distance: the same tick as the staged test's, whether the
+    quiet ticks run one a call or in batches (a batch stops at the reaching tick)."""
     request = TrialRequest(scenario="paper-2019", condition="dg", seed=3, time_limit_s=2.5, end_on_capture=False)
     reached = []
     for staged in (True, False):
         trial = build_trial(request, tmp_path / str(staged), staged=staged)
         tick = trial.tick
         tick.limits = dataclasses.replace(tick.limits, target_radius_m=tick.limits.target_radius_m + 0.05)
-        quiet_before = 0
+        quiet_before, ran = 0, 1
         while tick.reached_at_s != tick.reached_at_s:
             quiet_before = 0 if staged else tick.fused.quiet_apart_ticks
-            assert tick()
-        quiet_reach = not staged and tick.fused.quiet_apart_ticks == quiet_before + 1  # the reaching tick was quiet
-        reached.append((tick.reached_at_s, tick.k, quiet_reach))
+            alive, ran = tick.run_ticks(batch)
+            assert alive
+        quiet_reach = not staged and tick.fused.quiet_apart_ticks == quiet_before + ran  # the reaching tick was quiet
+        reached.append((tick.reached_at_s, tick.k, quiet_reach, ran))
         trial.abort("test")
-    (t_ref, k_ref, _), (t_fused, k_fused, quiet) = reached
+    (t_ref, k_ref, _, _), (t_fused, k_fused, quiet, ran) = reached
     assert t_ref == t_ref and (t_fused, k_fused) == (t_ref, k_ref)
     assert quiet
+    assert ran > 1 if batch > 1 else ran == 1  # in a batch, it was not its first tick
+
+
+BATCH_CASES = [  # scenario, condition, trial time [s], seed, end on the capture
+    ("tumbling-7dof", "dg", 3.0, 1, False),  # apart, the contact, then closed to the time limit
+    ("tumbling-7dof", "dg", 4.0, 1, True),  # closed until the capture window's end
+    ("paper-2019", "apf", 2.5, 3, False),
+    ("diagonal-fast", "dg", 4.0, 3, False),  # the participant clutches: events inside the batches
+]
+
+
+@pytest.mark.parametrize(("scenario", "condition", "seconds", "seed", "end_on_capture"), BATCH_CASES)
+def test_quiet_ticks_in_batches_write_the_staged_log(tmp_path: Path, scenario: str, condition: str, seconds: float,
+                                                     seed: int, end_on_capture: bool) -> None:
+    """A headless trial as it runs (``Trial.run``: the clock asks for up to 1000 ticks a
+    call, ``ServoTick.run_ticks``), its quiet ticks back to back in one compiled call,
+    the stages' bookkeeping once a call: the staged log to the bit, the same end at the
+    same tick and the same state in the stage objects, every tick timed."""
+    request = TrialRequest(scenario=scenario, condition=condition, seed=seed, time_limit_s=seconds,
+                           end_on_capture=end_on_capture)
+    results = []
+    for staged in (True, False):
+        trial = build_trial(request, tmp_path / str(staged), staged=staged)
+        assert trial.clock.batch_ticks == 1000  # type: ignore[attr-defined]
+        summary = trial.run()
+        table, metadata = trial_log.read_trial_log(summary["path"])
+        results.append((summary, table, metadata, _state(trial), trial.tick))
+    (summary_ref, table_ref, _, state_ref, _), (summary, table, metadata, state, tick) = results
+    for key in ("outcome", "end_reason", "time_to_reach_s", "ticks"):
+        assert summary.get(key) == summary_ref.get(key), key
+    if end_on_capture:
+        assert summary["end_reason"] == "capture_window_done" and summary["ticks"] < round(seconds / 1e-3)
+    assert table.num_rows == table_ref.num_rows == summary["ticks"]
+    for name in table.column_names:
+        assert np.array_equal(table.column(name).to_numpy(), table_ref.column(name).to_numpy(), equal_nan=True), name
+    assert state == state_ref
+    fused = tick.fused
+    quiet = fused.quiet_apart_ticks + fused.quiet_closed_ticks
+    assert quiet > 0.3 * summary["ticks"] and fused.quiet_calls < quiet / 4  # batches of several ticks
+    assert metadata["servo_timing"]["ticks"] == summary["ticks"]  # every tick timed, a batch's as equal periods
 
 
 def test_parts_without_kernels_run_staged_and_say_why(tmp_path: Path) -> None:
