@@ -223,10 +223,7 @@ class TrialRecorder:
     def commit_row(self) -> None:
         """Count the row a compiled writer put at :meth:`row_slot` (:meth:`append_row`
         without its copy)."""
-        self.rows += 1
-        if self.rows >= self._wake_at_row:
-            self._wake_at_row = _NEVER
-            self._wake.set()
+        self.commit_rows(1)
 
     def commit_rows(self, count: int) -> None:
         """Count ``count`` rows a compiled writer put at :meth:`row_slot`'s and the slots
