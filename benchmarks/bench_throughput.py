@@ -87,7 +87,7 @@ def measure_throughput(model: str, seconds: float, repeat: int = 3) -> dict[str,
         path = trial.tick.path
         fused_tick = trial.tick.fused
         plant_path = None if fused_tick is None else fused_tick.plant_path
-        quiet_ticks = None if fused_tick is None else fused_tick.quiet_apart_ticks + fused_tick.quiet_closed_ticks
+        quiet_ticks = None if fused_tick is None else fused_tick.quiet_ticks
         quiet_calls = None if fused_tick is None else fused_tick.quiet_calls
         reference_begun, reference_cpu_begun = time.perf_counter(), time.process_time()
         reference_trial = build_trial(request(seconds), Path(out) / "reference", staged=True)

@@ -87,8 +87,11 @@ C_Q_MARGIN, C_Q_REACH2, C_Q_SHOULDER, C_Q_RADIUS, C_Q_POINT, C_Q_POINT_V = 52, 5
 L_Q_EVENT, L_Q_GAP, L_Q_LEFT_REACH, L_Q_DISTANCE, L_Q_BITS = 60, 61, 62, 63, 64
 # quiet_run's count of the ticks that ran whole
 L_Q_RAN = 65
+# the capture monitor's hold gap [m] (CaptureRules.hold_gap_m): after a contact, a tool
+# that near may be holding the debris (CaptureMonitor.update), so the tick is not quiet
+C_Q_HOLD_GAP = 66
 # the law: up to MAX_TERMS terms of TERM_SIZE slots from LAW0: kind, scale, then its own
-LAW0, TERM_SIZE, MAX_TERMS = 66, 8, 6
+LAW0, TERM_SIZE, MAX_TERMS = 67, 8, 6
 N_SCALARS = LAW0 + TERM_SIZE * MAX_TERMS
 # term kinds
 T_NONE, T_DG, T_APF, T_WALLS, T_REACH, T_JOINTS, T_REACTION = range(7)
@@ -102,8 +105,9 @@ GO, EVENT = 0, 1
 #: ``sc[L_PREPARED]`` and calls pre_plant again, instead of the whole tick staged
 EVENT_PLAN = 2
 #: The capture stage's steady states a quiet tick runs in: nothing touched yet and the
-#: tool beyond the contact query's margin; the tool closed on the debris.
-QUIET_APART, QUIET_CLOSED = 1, 2
+#: tool beyond the contact query's margin; the tool closed on the debris; after a contact
+#: that ended, the tool beyond the margin and the monitor's hold gap.
+QUIET_APART, QUIET_CLOSED, QUIET_PARTED = 1, 2, 3
 #: quiet_tick's answers: the whole tick ran; pre_plant's event (nothing done); the plant
 #: stepped (or failed: C_NATIVE_CODE), the rest of the tick is Python's
 Q_DONE, Q_PRE, Q_PLANT = 0, 1, 2
@@ -558,23 +562,27 @@ def post_plant(tab, sc, t_next, slot, scene_bits):  # type: ignore[no-untyped-de
 @kernel
 def quiet_tick(tab, sc, t_s, step, plant, debris_mode, t_next, slot, scene_bits, state):  # type: ignore[no-untyped-def]
     """A whole tick in one call, when the capture stage is in a steady state
-    (``state``: :data:`QUIET_APART`, :data:`QUIET_CLOSED`): :func:`pre_plant` at ``t_s``,
-    :func:`plant_native` (``step``, ``plant``, ``debris_mode``), :func:`post_plant` at
-    ``t_next`` into row ``slot`` with ``scene_bits``. Returns :data:`Q_PRE` after a
-    ``pre_plant`` event (in ``sc[L_Q_EVENT]``; nothing changed), :data:`Q_PLANT` after the
-    plant when the rest needs Python (a failed step; apart, the tool within the contact
-    query's margin: ``PyBulletDebris.settle`` queries the contact), else :data:`Q_DONE`
-    with the flag bits in ``sc[L_Q_BITS]``. The gap goes to ``sc[L_Q_GAP]``; apart, also
-    what the capture monitor's update and the tick's reach test compute after the plant
-    (``CaptureMonitor._leaving_reach`` into ``sc[L_Q_LEFT_REACH]``, ``|ee − target| −
-    radius`` into ``sc[L_Q_DISTANCE]``), in the same operations."""
+    (``state``: :data:`QUIET_APART`, :data:`QUIET_CLOSED`, :data:`QUIET_PARTED`):
+    :func:`pre_plant` at ``t_s``, :func:`plant_native` (``step``, ``plant``,
+    ``debris_mode``), :func:`post_plant` at ``t_next`` into row ``slot`` with
+    ``scene_bits``. Returns :data:`Q_PRE` after a ``pre_plant`` event (in
+    ``sc[L_Q_EVENT]``; nothing changed), :data:`Q_PLANT` after the plant when the rest
+    needs Python (a failed step; apart or parted, the tool within the contact query's
+    margin: ``PyBulletDebris.settle`` queries the contact; parted, within the monitor's
+    hold gap: ``CaptureMonitor.update`` may hold), else :data:`Q_DONE` with the flag bits
+    in ``sc[L_Q_BITS]``. The gap goes to ``sc[L_Q_GAP]``, ``|ee − target| − radius``
+    (the tick's reach test) to ``sc[L_Q_DISTANCE]``; apart, also the capture monitor's
+    leaving test (``CaptureMonitor._leaving_reach``) to ``sc[L_Q_LEFT_REACH]``, in the same
+    operations."""
     event = pre_plant(tab, sc, t_s)
     if event != GO:
         sc[L_Q_EVENT] = event
         return Q_PRE
     gap = plant_native(tab, sc, step, plant, debris_mode)
     sc[L_Q_GAP] = gap
-    if sc[C_NATIVE_CODE] != 0.0 or (state == QUIET_APART and gap < sc[C_Q_MARGIN]):
+    if sc[C_NATIVE_CODE] != 0.0:
+        return Q_PLANT
+    if state != QUIET_CLOSED and (gap < sc[C_Q_MARGIN] or (state == QUIET_PARTED and gap <= sc[C_Q_HOLD_GAP])):
         return Q_PLANT
     sc[L_Q_BITS] = post_plant(tab, sc, t_next, slot, scene_bits)
     ee = _v3(tab, A_EE)

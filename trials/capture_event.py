@@ -130,6 +130,13 @@ class CaptureMonitor:
         return self.first_contact_s != self.first_contact_s and not self._was_in_contact
 
     @property
+    def parted(self) -> bool:
+        """A contact has happened, none is open and the tool is not closed: :meth:`update`
+        on a tick without contact and with the tool beyond :attr:`CaptureRules.hold_gap_m`
+        only ends any hold (:meth:`apart`)."""
+        return self.first_contact_s == self.first_contact_s and not self._was_in_contact and not self.closed
+
+    @property
     def leaving_test(self) -> tuple[tuple[float, float, float], float]:
         """The shoulder [m] and the reach squared [m²] of the test whether the untouched
         debris left the reach (:meth:`_leaving_reach`)."""
@@ -139,9 +146,13 @@ class CaptureMonitor:
     def apart(self, left_reach: bool) -> None:
         """:meth:`update` on a tick without contact while :attr:`untouched`, given its
         leaving test's answer (computed elsewhere in the same operations: the fused tick's
-        compiled call). It never closes the tool."""
+        compiled call), or while :attr:`parted` with the tool beyond the hold gap (the
+        answer unused: the hold ends). It never closes the tool."""
         self._was_in_contact = False
-        self._left_reach = left_reach
+        if self.first_contact_s != self.first_contact_s:
+            self._left_reach = left_reach
+        else:
+            self._hold_since_s = math.nan
 
     def update(self, t_s: float, r: DebrisReading, ee_m: NDArray[np.float64], ee_v_m_s: NDArray[np.float64]) -> bool:
         """One tick after the plant step; True on the tick the tool must close."""

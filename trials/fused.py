@@ -216,12 +216,16 @@ def _quiet_state(monitor: CaptureMonitor, reading: DebrisReading, debris: PyBull
     :data:`trials._fused_kernels.QUIET_APART` while nothing has touched, no contact is
     open and nothing pushes the debris (the update only tests whether it left the reach,
     ``settle`` only keeps the gap unless the tool comes within the contact query's margin,
-    which the compiled call tests after the step)."""
+    which the compiled call tests after the step), :data:`trials._fused_kernels.QUIET_PARTED`
+    once a contact has ended, the same but that the update only ends any hold unless the
+    tool comes within the hold gap (tested in the call too)."""
     if monitor.closed:
         return fk.QUIET_CLOSED if reading.attached else 0
-    if monitor.untouched and not reading.in_contact and not debris.thrusting:
+    if reading.in_contact or reading.attached or debris.thrusting:
+        return 0
+    if monitor.untouched:
         return fk.QUIET_APART
-    return 0
+    return fk.QUIET_PARTED if monitor.parted else 0
 
 
 class FusedTick:
@@ -276,14 +280,21 @@ class FusedTick:
         self.fused_ticks = 0
         self.staged_ticks = 0
         self.prepared_ticks = 0  # of the fused ticks: the participant's re-plan ran in Python first
-        # of the fused ticks: whole in one compiled call (quiet), apart and closed
+        # of the fused ticks: whole in one compiled call (quiet): apart before any contact,
+        # parted after one, closed
         self.quiet_apart_ticks = 0
+        self.quiet_parted_ticks = 0
         self.quiet_closed_ticks = 0
         self.quiet_calls = 0  # the compiled calls those ran in (more than one tick a call: a batch)
         self.stages = (self.pre, self.plant, self.post)
         if self.haptic:
             device = parts.commander.device
             self.safety_config[:] = device.safety.pack_config()
+
+    @property
+    def quiet_ticks(self) -> int:
+        """The ticks that ran whole in one compiled call (:meth:`quiet`), in every state."""
+        return self.quiet_apart_ticks + self.quiet_parted_ticks + self.quiet_closed_ticks
 
     # ------------------------------------------------------------------ lift / lower
     def _table(self) -> None:
@@ -563,6 +574,7 @@ class FusedTick:
         if self._debris is not None:  # the quiet tick's capture stage (quiet_tick)
             shoulder, reach2 = tick.monitor.leaving_test
             sc[fk.C_Q_MARGIN] = CONTACT_QUERY_MARGIN_M
+            sc[fk.C_Q_HOLD_GAP] = tick.monitor.rules.hold_gap_m
             sc[fk.C_Q_REACH2] = reach2
             sc[fk.C_Q_SHOULDER:fk.C_Q_SHOULDER + 3] = shoulder
             sc[fk.C_Q_RADIUS] = tick.limits.target_radius_m
@@ -822,8 +834,10 @@ class FusedTick:
                 most = 1
             else:
                 most = min(most, self._slot_end - rows, tick.max_ticks - k)
-                if state == fk.QUIET_CLOSED:
-                    t_stop = monitor.captured_at_s + monitor.rules.window_s  # CaptureMonitor.over's
+                if monitor.captured:  # CaptureMonitor.over's ends; untouched, the leaving test's
+                    t_stop = monitor.captured_at_s + monitor.rules.window_s
+                elif monitor.touched:
+                    t_stop = monitor.first_contact_s + monitor.rules.window_s
         scalars = self._scalars
         scalars[fk.C_CARRIED] = 1.0 if mode == DEBRIS_NONE else 0.0
         scene_bits = BIT_CAPTURED if reading.attached else 0  # apart: no contact (quiet)
@@ -842,11 +856,14 @@ class FusedTick:
                 arm.stepped_natively(targets, ran)
             else:
                 self._stepped(native, arm, debris, mode, scalars[fk.L_Q_GAP], targets, ran)
-            if state == fk.QUIET_APART:
-                monitor.apart(scalars[fk.L_Q_LEFT_REACH] != 0.0)
-                self.quiet_apart_ticks += ran
-            else:
+            if state == fk.QUIET_CLOSED:
                 self.quiet_closed_ticks += ran
+            else:
+                monitor.apart(scalars[fk.L_Q_LEFT_REACH] != 0.0)  # parted: the answer unused
+                if state == fk.QUIET_APART:
+                    self.quiet_apart_ticks += ran
+                else:
+                    self.quiet_parted_ticks += ran
             recorder.flag_bits = int(scalars[fk.L_Q_BITS])
             recorder.commit_rows(ran)
             tick.k = k

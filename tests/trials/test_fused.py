@@ -7,7 +7,9 @@ chosen by type and recorded; parts without kernels fall back to the staged path.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import math
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +19,8 @@ from capture_trainer import trial_log
 from guidance.law import GuidanceLaw, StatelessLaw, Sum
 from guidance.state import GuidanceState
 from haptics.simulated import SimulatedDevice
+from robot.debris import DebrisReading
+from trials.capture_event import CaptureMonitor, CaptureRules
 from trials.commanders import HapticCommander
 from trials.fused import TickPath, _law_terms
 from trials.runner import TrialRequest, build_trial
@@ -98,7 +102,7 @@ def test_fused_tick_writes_the_staged_log(tmp_path: Path, scenario: str, conditi
     fused = trial.tick.fused  # type: ignore[attr-defined]
     assert fused is not None and fused.fused_ticks > 0.9 * rows.shape[0]
     # ticks ran whole in one compiled call (FusedTick.quiet), the rest from where it stopped
-    assert fused.quiet_apart_ticks + fused.quiet_closed_ticks > 0.2 * rows.shape[0]
+    assert fused.quiet_ticks > 0.2 * rows.shape[0]
     # the run exercised what matters: guidance forces were felt, the files agree too
     if scenario == "diagonal-fast":
         assert _state(trial)["clutches"] > 0
@@ -192,11 +196,67 @@ def test_a_reach_inside_a_quiet_tick_is_the_staged_one(tmp_path: Path, batch: in
     assert ran > 1 if batch > 1 else ran == 1  # in a batch, it was not its first tick
 
 
+def test_a_parted_monitor_beyond_the_hold_gap_only_ends_the_hold() -> None:
+    """What a quiet tick after a contact relies on (``QUIET_PARTED``): once a soft contact
+    has ended, ``CaptureMonitor.update`` on a tick without contact and with the tool
+    beyond the hold gap leaves the monitor as ``apart`` does (any hold ends) and never
+    closes the tool, whatever else would hold (the fixture inside the envelope, slow);
+    within the hold gap the same reading holds, and closes the tool after ``hold_s``."""
+    rules = CaptureRules(envelope_radius_m=0.2, capture_speed_m_s=1.0, hold_s=0.005, hold_gap_m=0.02, window_s=1.0)
+    rng = np.random.default_rng(7)
+    ee, ee_v = np.zeros(3), np.zeros(3)
+    for _ in range(40):
+        monitor = CaptureMonitor(rules)
+        reading = DebrisReading()
+        reading.point_m[:] = rng.uniform(-0.05, 0.05, 3)
+        reading.point_velocity_m_s[:] = rng.uniform(-0.1, 0.1, 3)
+        reading.contact_normal[:] = (1.0, 0.0, 0.0)
+        reading.in_contact, reading.gap_m = True, 0.0
+        assert not monitor.update(0.0, reading, ee, ee_v)  # a soft contact: the hold begins
+        reading.in_contact, reading.gap_m = False, rules.hold_gap_m * rng.uniform(0.0, 1.0)
+        assert not monitor.update(1e-3, reading, ee, ee_v)  # the contact ends within the gap: still held
+        assert monitor.parted and not monitor.untouched and monitor._hold_since_s == 0.0
+        beyond, twin = copy.deepcopy(monitor), copy.deepcopy(monitor)
+        reading.gap_m = rules.hold_gap_m + rng.uniform(1e-9, 0.05)
+        assert not beyond.update(2e-3, reading, ee, ee_v)
+        twin.apart(bool(rng.integers(2)))  # its answer is unused once touched
+        assert repr(vars(beyond)) == repr(vars(twin)) and math.isnan(twin._hold_since_s)
+        reading.gap_m = rules.hold_gap_m * rng.uniform(0.0, 1.0)
+        closed_at = next(t for t in (k * 1e-3 for k in range(2, 20)) if monitor.update(t, reading, ee, ee_v))
+        assert closed_at == pytest.approx(rules.hold_s, abs=1.5e-3)
+
+
+def test_a_hold_after_the_contact_ended_is_not_quiet(tmp_path: Path) -> None:
+    """With capture rules that hold after a contact has ended (an envelope of 0.2 m, a
+    hold gap of 0.1 m, any speed, a 0.6 s hold), the tool closes while apart from the
+    fixture: the ticks within the hold gap run in Python (the compiled call stops at the
+    gap), one tick a call or in batches, and the tool closes on the staged tick."""
+    request = TrialRequest(scenario="paper-2019", condition="ng", seed=2, time_limit_s=2.5, end_on_capture=False)
+    results = []
+    for staged, batch in ((True, 1), (False, 1), (False, 1000)):
+        trial = build_trial(request, tmp_path / f"{staged}-{batch}", staged=staged)
+        tick = trial.tick
+        tick.monitor.rules = dataclasses.replace(tick.monitor.rules, envelope_radius_m=0.2, hold_gap_m=0.1,
+                                                 capture_speed_m_s=1.0, hold_s=0.6)
+        while tick.run_ticks(batch)[0]:
+            pass
+        summary = trial.finish()
+        table, _ = trial_log.read_trial_log(summary["path"])
+        results.append((tick.monitor.captured_at_s, tick.monitor.first_contact_s, table))
+    (captured_ref, first_ref, table_ref) = results[0]
+    assert captured_ref == pytest.approx(first_ref + 0.6)  # held 0.6 s from the contact's start
+    for captured, _, table in results[1:]:
+        assert captured == captured_ref
+        for name in table.column_names:
+            assert np.array_equal(table.column(name).to_numpy(), table_ref.column(name).to_numpy(), equal_nan=True), name
+
+
 BATCH_CASES = [  # scenario, condition, trial time [s], seed, end on the capture
     ("tumbling-7dof", "dg", 3.0, 1, False),  # apart, the contact, then closed to the time limit
     ("tumbling-7dof", "dg", 4.0, 1, True),  # closed until the capture window's end
     ("paper-2019", "apf", 2.5, 3, False),
     ("diagonal-fast", "dg", 4.0, 3, False),  # the participant clutches: events inside the batches
+    ("diagonal-fast", "dg", 4.0, 3, True),  # pushed away: quiet after the contact, to its window's end
 ]
 
 
@@ -219,15 +279,17 @@ def test_quiet_ticks_in_batches_write_the_staged_log(tmp_path: Path, scenario: s
     (summary_ref, table_ref, _, state_ref, _), (summary, table, metadata, state, tick) = results
     for key in ("outcome", "end_reason", "time_to_reach_s", "ticks"):
         assert summary.get(key) == summary_ref.get(key), key
-    if end_on_capture:
+    if end_on_capture:  # the window after the capture or the first contact
         assert summary["end_reason"] == "capture_window_done" and summary["ticks"] < round(seconds / 1e-3)
     assert table.num_rows == table_ref.num_rows == summary["ticks"]
     for name in table.column_names:
         assert np.array_equal(table.column(name).to_numpy(), table_ref.column(name).to_numpy(), equal_nan=True), name
     assert state == state_ref
     fused = tick.fused
-    quiet = fused.quiet_apart_ticks + fused.quiet_closed_ticks
+    quiet = fused.quiet_ticks
     assert quiet > 0.3 * summary["ticks"] and fused.quiet_calls < quiet / 4  # batches of several ticks
+    if summary["outcome"] == "pushed_away":  # quiet again once the contact ended
+        assert fused.quiet_parted_ticks > 1000
     assert metadata["servo_timing"]["ticks"] == summary["ticks"]  # every tick timed, a batch's as equal periods
 
 
