@@ -235,14 +235,21 @@ class CaptureMonitor:
         ox, oy, oz = px - s[0], py - s[1], pz - s[2]
         return ox * ox + oy * oy + oz * oz > self._reach2 and ox * vx + oy * vy + oz * vz > 0.0
 
+    @property
+    def window_end_s(self) -> float:
+        """When the window after the capture, or else after the first contact, ends [s]
+        (infinity before any contact): from then on :meth:`over`."""
+        if self.captured:
+            return self.captured_at_s + self.rules.window_s
+        if self.touched:
+            return self.first_contact_s + self.rules.window_s
+        return math.inf
+
     def over(self, t_s: float) -> bool:
         """The trial has nothing more to show (see the module docstring)."""
-        window = self.rules.window_s
-        if self.captured:
-            return t_s >= self.captured_at_s + window
-        if self.touched:
-            return t_s >= self.first_contact_s + window
-        return self._left_reach and window < math.inf
+        if self.touched or self.captured:
+            return t_s >= self.window_end_s
+        return self._left_reach and self.rules.window_s < math.inf
 
     def finish(self, t_s: float, r: DebrisReading, ee_m: NDArray[np.float64], ee_v_m_s: NDArray[np.float64],
                aborted_reason: str | None = None) -> str:

@@ -787,8 +787,9 @@ class FusedTick:
         """Up to ``most`` whole ticks in one compiled call (:func:`trials._fused_kernels.quiet_run`
         of :func:`~trials._fused_kernels.quiet_tick`) when nothing in them needs Python:
         the plant steps natively, the rows go into the recorder's current chunk, and the
-        capture stage is in a steady state (:func:`_quiet_state`: nothing touched yet and
-        the tool beyond the contact query's margin, or the tool closed on the debris). The
+        capture stage is in a steady state (:func:`_quiet_state`: the tool beyond the
+        contact query's margin before any contact, or after one and beyond the hold gap;
+        or the tool closed on the debris). The
         Python left is the stages' bookkeeping (the arm's clock, the debris' gap, the
         monitor's leaving test, computed in the call), done once for the ticks that ran,
         and the end test of the last. Returns whether the trial goes on, or None when the
@@ -834,10 +835,7 @@ class FusedTick:
                 most = 1
             else:
                 most = min(most, self._slot_end - rows, tick.max_ticks - k)
-                if monitor.captured:  # CaptureMonitor.over's ends; untouched, the leaving test's
-                    t_stop = monitor.captured_at_s + monitor.rules.window_s
-                elif monitor.touched:
-                    t_stop = monitor.first_contact_s + monitor.rules.window_s
+                t_stop = monitor.window_end_s  # untouched, the leaving test ends it instead
         scalars = self._scalars
         scalars[fk.C_CARRIED] = 1.0 if mode == DEBRIS_NONE else 0.0
         scene_bits = BIT_CAPTURED if reading.attached else 0  # apart: no contact (quiet)
